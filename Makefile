@@ -1,0 +1,45 @@
+# The two commands a newcomer needs: `make run` and `make test`. Everything else is their set-up.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+
+.PHONY: run test lint format setup migrate clean
+
+run: setup migrate
+	$(PY) manage.py bootstrap_demo --base-url http://127.0.0.1:8000
+	$(BIN)/gunicorn -c gunicorn.conf.py credvault.wsgi:application
+
+test: setup lint
+	$(BIN)/pytest
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.installed
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+setup: $(VENV)/.installed .env var
+
+migrate: setup
+	$(PY) manage.py migrate --no-input
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+# Written once, never overwritten: it holds the key that opens every stored credential.
+.env:
+	$(PYTHON) scripts/write_env.py $@
+
+var:
+	mkdir -p var
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

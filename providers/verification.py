@@ -1,0 +1,335 @@
+"""The verification engine: one catalog check, one HTTP request, one verdict.
+
+The client is strict (CONTRACT 5): it never follows a redirect, verifies TLS, ignores proxy,
+CA-bundle and netrc settings from the environment, bounds the whole call by
+CREDVAULT_VERIFY_TIMEOUT (a watchdog shuts the sockets down when it passes, because per-read
+timeouts never trip on a server that drips one byte a second), reads at most 64 KiB of the
+answer, never retries, and turns every failure into a reason without passing an exception's
+text (which can hold a URL or a header) to a log or a caller. Only the catalog's host, or its
+server-side override from CREDVAULT_PROVIDER_BASE_URLS, is ever contacted.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import requests
+import urllib3
+from django.conf import settings
+from requests.adapters import HTTPAdapter
+
+from providers import catalog
+from providers.catalog import Check
+
+logger = logging.getLogger(__name__)
+
+MAX_ANSWER_BYTES = 64 * 1024
+USER_AGENT = "credvault-verifier/1"
+
+
+class Reason(StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    NO_VERIFIER = "no_verifier"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    reason: Reason
+
+    @property
+    def ok(self) -> bool:
+        return self.reason in (Reason.ACCEPTED, Reason.NO_VERIFIER)
+
+    @property
+    def verified(self) -> bool:
+        return self.reason is Reason.ACCEPTED
+
+
+class Revealable(Protocol):
+    """A masked plaintext value (services.masking.Secret) as the engine needs it."""
+
+    def reveal(self) -> str: ...
+
+
+# --- server-side base URL overrides ---------------------------------------------------------
+
+
+class BaseUrlError(ValueError):
+    pass
+
+
+@lru_cache(maxsize=4)
+def parse_base_urls(raw: str) -> Mapping[str, str]:
+    """Parse CREDVAULT_PROVIDER_BASE_URLS: a JSON object of provider id to http(s) base URL."""
+    try:
+        data = json.loads(raw or "{}")
+    except ValueError:
+        raise BaseUrlError("CREDVAULT_PROVIDER_BASE_URLS is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise BaseUrlError("CREDVAULT_PROVIDER_BASE_URLS must be a JSON object")
+    for provider_id, url in data.items():
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BaseUrlError(
+                f"CREDVAULT_PROVIDER_BASE_URLS[{provider_id!r}] must be an http(s) URL"
+            )
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise BaseUrlError(
+                f"CREDVAULT_PROVIDER_BASE_URLS[{provider_id!r}] must hold no query, "
+                "fragment or user info"
+            )
+    return dict(data)
+
+
+def base_url_for(provider: catalog.Provider) -> str:
+    return parse_base_urls(settings.CREDVAULT_PROVIDER_BASE_URLS).get(
+        provider.id, provider.base_url
+    )
+
+
+# --- the whole-call deadline ----------------------------------------------------------------
+
+
+class _Watchdog:
+    """Shuts down every socket of one call when its deadline passes.
+
+    Each socket is watched through a duplicate of it: shutting the duplicate down ends the
+    connection for the original too (a blocked read returns at once), and the duplicate's own
+    descriptor cannot be reused by anything else before `finish()` closes it.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._finished = False
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self._sockets.append(sock.dup())
+            if self.fired:
+                self._shutdown_all()
+
+    def _shutdown_all(self) -> None:
+        for sock in self._sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self.fired = True
+            self._shutdown_all()
+
+    def finish(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._finished = True
+            for sock in self._sockets:
+                sock.close()
+            self._sockets.clear()
+
+
+_watchdog: ContextVar[_Watchdog | None] = ContextVar("credvault_verify_watchdog", default=None)
+
+
+class _WatchedConnectionMixin:
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()  # type: ignore[misc]
+        watchdog = _watchdog.get()
+        if watchdog is not None:
+            watchdog.watch(sock)
+        return sock
+
+
+class _WatchedHTTPConnection(_WatchedConnectionMixin, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_WatchedConnectionMixin, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _WatchedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+class _WatchedAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _WatchedHTTPPool,
+            "https": _WatchedHTTPSPool,
+        }
+
+
+@contextmanager
+def _strict_session(deadline_seconds: float) -> Iterator[tuple[requests.Session, _Watchdog]]:
+    watchdog = _Watchdog(deadline_seconds)
+    token = _watchdog.set(watchdog)
+    session = requests.Session()
+    session.trust_env = False  # no proxy, CA bundle or netrc from the environment
+    session.max_redirects = 0
+    adapter = _WatchedAdapter(max_retries=0)
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    watchdog.start()
+    try:
+        yield session, watchdog
+    finally:
+        watchdog.finish()
+        session.close()
+        _watchdog.reset(token)
+
+
+# --- building the request -------------------------------------------------------------------
+
+
+class _Unsendable(Exception):
+    """A credential value cannot travel in an HTTP header (a control or non-ASCII character)."""
+
+
+def _header_safe(value: str) -> str:
+    if not value or not value.isascii() or not value.isprintable():
+        raise _Unsendable
+    return value
+
+
+def _headers(check: Check, fields: Mapping[str, Revealable]) -> dict[str, str]:
+    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    headers.update(check.headers)
+    auth = check.auth
+    if auth.type == "bearer":
+        headers["Authorization"] = "Bearer " + _header_safe(fields[auth.field].reveal())
+    elif auth.type == "header":
+        headers[auth.header] = auth.prefix + _header_safe(fields[auth.field].reveal())
+    else:
+        password = fields[auth.password].reveal() if auth.password in fields else ""
+        pair = f"{fields[auth.username].reveal()}:{password}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+    return headers
+
+
+def _read_limited(response: requests.Response) -> bytes | None:
+    """At most MAX_ANSWER_BYTES of the body, or None when it is longer."""
+    chunks, size = [], 0
+    for chunk in response.iter_content(chunk_size=8192):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json_condition_holds(body: bytes | None, member: str, expected: object) -> bool | None:
+    """True or False by the member's value; None when the body is not a JSON object."""
+    if body is None:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return member in data and data[member] == expected and type(data[member]) is type(expected)
+
+
+def _judge(check: Check, response: requests.Response) -> Reason:
+    status = response.status_code
+    if status in (401, 403):
+        return Reason.REJECTED
+    if not 200 <= status < 300:
+        # Redirects (never followed), 429, 5xx and anything unexpected.
+        return Reason.PROVIDER_UNAVAILABLE
+    if check.accept_json is None:
+        return Reason.ACCEPTED
+    holds = _json_condition_holds(_read_limited(response), *check.accept_json)
+    if holds is None:
+        return Reason.PROVIDER_UNAVAILABLE
+    return Reason.ACCEPTED if holds else Reason.REJECTED
+
+
+def run_check(
+    provider: catalog.Provider, check: Check, fields: Mapping[str, Revealable], timeout: float
+) -> Reason:
+    """Send the check's one request and judge the answer. Never raises for network trouble."""
+    try:
+        headers = _headers(check, fields)
+    except _Unsendable:
+        # No provider accepts a credential that cannot be sent; nothing is sent.
+        logger.info("verification of %s: value not sendable in a header", provider.id)
+        return Reason.REJECTED
+    url = base_url_for(provider).rstrip("/") + check.path
+    started = time.monotonic()
+    with _strict_session(timeout) as (session, watchdog):
+        try:
+            response = session.request(
+                check.method,
+                url,
+                headers=headers,
+                data=b"" if check.method == "POST" else None,
+                allow_redirects=False,
+                stream=True,
+                verify=True,
+                timeout=(timeout, timeout),
+            )
+            with response:
+                reason = _judge(check, response)
+                status = response.status_code
+        except Exception as exc:  # noqa: BLE001 - every failure is a reason, never a 500
+            reason = Reason.PROVIDER_UNAVAILABLE
+            status = "timeout" if watchdog.fired else type(exc).__name__
+        if watchdog.fired:
+            reason, status = Reason.PROVIDER_UNAVAILABLE, "timeout"
+    logger.info(
+        "verification of %s: %s (%s) in %.0f ms",
+        provider.id,
+        reason.value,
+        status,
+        (time.monotonic() - started) * 1000,
+    )
+    return reason
+
+
+def verify(provider_id: str, fields: Mapping[str, Revealable]) -> Verdict:
+    """Verify a credential set whose keyNames match one of the provider's shapes.
+
+    A service outside the catalog, or a shape without a check, is `no_verifier`: no request.
+    """
+    provider = catalog.get(provider_id)
+    if provider is None:
+        return Verdict(Reason.NO_VERIFIER)
+    shape = provider.match(fields).shape
+    if shape is None or shape.check is None:
+        return Verdict(Reason.NO_VERIFIER)
+    timeout = float(settings.CREDVAULT_VERIFY_TIMEOUT)
+    return Verdict(run_check(provider, shape.check, fields, timeout))

@@ -1,0 +1,46 @@
+"""Liveness and readiness, without authentication (CONTRACT 9)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, JsonResponse
+
+from services.api.errors import problem_response, safe_methods_only
+from services.crypto import KeyRingError, key_ring
+from services.models import CredentialField
+
+logger = logging.getLogger("credvault.health")
+
+
+@safe_methods_only
+def healthz(request: HttpRequest) -> JsonResponse:
+    """The process answers. Touches neither the database nor the keys."""
+    return JsonResponse({"status": "ok"})
+
+
+@safe_methods_only
+def readyz(request: HttpRequest):  # noqa: ANN201
+    """Ready when the database answers and the key ring holds every key id in use."""
+    try:
+        ring_ids = key_ring().ids
+    except KeyRingError:
+        logger.error("not ready: CREDVAULT_ENCRYPTION_KEYS is missing or malformed")
+        return problem_response(503, "service_unavailable", "The key ring is not configured.")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        in_use = set(CredentialField.objects.values_list("key_id", flat=True).distinct())
+    except DatabaseError as exc:
+        logger.error("not ready: database unavailable (%s)", type(exc).__name__)
+        return problem_response(503, "service_unavailable", "The database cannot be reached.")
+    missing = sorted(in_use - ring_ids)
+    if missing:
+        logger.error("not ready: key ids in use but not in the key ring: %s", ", ".join(missing))
+        return problem_response(
+            503,
+            "service_unavailable",
+            "Stored credentials are sealed with keys missing from the key ring.",
+        )
+    return JsonResponse({"status": "ready"})

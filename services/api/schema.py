@@ -1,0 +1,64 @@
+"""OpenAPI pieces shared by the views: the bearer scheme and the problem responses."""
+
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+
+from services.api.serializers import ProblemSerializer
+
+PROBLEM_DESCRIPTIONS = {
+    400: "Invalid body or service identifier (malformed_json, invalid_request, invalid_service).",
+    401: "No token (not_authenticated) or a malformed, unknown, revoked or expired one "
+    "(invalid_token).",
+    404: "Not connected (service_not_connected) or no such path (not_found).",
+    405: "Method not allowed; see the Allow header.",
+    409: "The account has reached CREDVAULT_MAX_SERVICES_PER_ACCOUNT (service_limit_reached).",
+    413: "Body over 64 KiB (payload_too_large).",
+    415: "Not application/json in UTF-8 (unsupported_media_type).",
+    429: "Rate limit of the token reached (rate_limited); see Retry-After.",
+    500: "Internal error (internal_error).",
+    503: "The database cannot be reached (service_unavailable).",
+}
+
+
+def problems(*statuses: int) -> dict:
+    return {
+        (status, "application/problem+json"): OpenApiResponse(
+            ProblemSerializer, description=PROBLEM_DESCRIPTIONS[status]
+        )
+        for status in statuses
+    }
+
+
+def _header(name: str, description: str, statuses: list[int] | bool) -> OpenApiParameter:
+    return OpenApiParameter(
+        name,
+        OpenApiTypes.STR,
+        location=OpenApiParameter.HEADER,
+        description=description,
+        response=statuses,
+    )
+
+
+COMMON_HEADERS = [
+    _header("Cache-Control", "Always no-store.", True),
+    _header("X-Request-ID", "The request's id, as in the access log.", True),
+    _header("WWW-Authenticate", 'Bearer realm="credvault" (with error= for a bad token).', [401]),
+    _header("Allow", "The methods this path allows.", [405]),
+    _header("Retry-After", "Seconds until the token may send again.", [429]),
+]
+
+
+class AccountTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "services.api.authentication.AccountTokenAuthentication"
+    name = "accountToken"
+
+    def get_security_definition(self, auto_schema):  # noqa: ANN001, ANN201
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "cvt_ followed by 46 base62 characters",
+            "description": "An account API token: `python manage.py issue_token ACCOUNT`.",
+        }

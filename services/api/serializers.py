@@ -1,0 +1,65 @@
+"""Serializers that describe the API in the OpenAPI document.
+
+Input is read by `parsing.py` (strict JSON, exact members, byte-exact values), which the REST
+framework's serializers cannot do (they coerce types and trim strings); output is built from
+plain dicts. These classes keep the schema true to both.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from services.models import KeyType
+
+
+class ConnectedServiceSerializer(serializers.Serializer):
+    service = serializers.CharField(help_text="Normalized service identifier.")
+    connectedAt = serializers.DateTimeField(  # noqa: N815
+        help_text="RFC 3339 UTC time of the most recent successful store, e.g. "
+        "2026-11-21T09:30:12.345678Z."
+    )
+    keyType = serializers.ChoiceField(choices=KeyType.values)  # noqa: N815
+
+
+class CredentialEntrySerializer(serializers.Serializer):
+    keyName = serializers.RegexField(  # noqa: N815
+        r"^[a-z][a-z0-9_]{0,63}$", help_text="Lowercase snake case; `api_key` for an API key."
+    )
+    value = serializers.CharField(
+        min_length=1,
+        max_length=16384,
+        trim_whitespace=False,
+        help_text="The secret, kept byte for byte; never returned.",
+    )
+
+
+class CredentialInputSerializer(serializers.Serializer):
+    service = serializers.CharField(
+        help_text="Service identifier; normalized (NFKC, trimmed, lowercase, runs of "
+        "whitespace or _ become -)."
+    )
+    credentials = CredentialEntrySerializer(many=True, min_length=1, max_length=20)
+
+
+class TestResultSerializer(serializers.Serializer):
+    __test__ = False  # not a pytest test class
+    ok = serializers.BooleanField()
+    verified = serializers.BooleanField()
+    reason = serializers.ChoiceField(
+        choices=["accepted", "rejected", "provider_unavailable", "no_verifier"]
+    )
+
+
+class FieldErrorSerializer(serializers.Serializer):
+    field = serializers.CharField(help_text="Where, e.g. credentials[1].keyName.")
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class ProblemSerializer(serializers.Serializer):
+    type = serializers.CharField(default="about:blank")
+    title = serializers.CharField(help_text="The HTTP reason phrase.")
+    status = serializers.IntegerField()
+    detail = serializers.CharField()
+    code = serializers.CharField(help_text="Machine-readable problem code.")
+    errors = FieldErrorSerializer(many=True, required=False)

@@ -1,0 +1,75 @@
+"""Per-token rate limits on the configured cache (CONTRACT 6, 9).
+
+Fixed windows counted with the cache's atomic `add` and `incr`, so that the count is shared by
+every worker and host using the same cache (Redis); with the default local-memory cache each
+worker counts alone. A rate is written `N/unit`, unit one of s, sec, second, m, min, minute, h,
+hour, d, day.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.cache import cache
+from rest_framework.throttling import BaseThrottle
+
+_RATE = re.compile(r"\s*(\d+)\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class RateError(ValueError):
+    pass
+
+
+@lru_cache(maxsize=16)
+def parse_rate(rate: str) -> tuple[int, int]:
+    """`600/min` -> (600, 60)."""
+    match = _RATE.fullmatch(rate or "")
+    if not match or int(match.group(1)) < 1:
+        raise RateError(f"{rate!r} is not a rate such as 600/min")
+    return int(match.group(1)), _UNIT_SECONDS[match.group(2)[0]]
+
+
+class TokenRateThrottle(BaseThrottle):
+    """Counts the requests of one token in the current window of the rate."""
+
+    scope = "api"
+    setting = "CREDVAULT_RATE_LIMIT"
+
+    def __init__(self) -> None:
+        self._wait = 0.0
+
+    def allow_request(self, request, view) -> bool:  # noqa: ANN001
+        token = request.auth
+        if token is None:
+            return True
+        limit, period = parse_rate(getattr(settings, self.setting))
+        now = time.time()
+        window = int(now // period)
+        key = f"credvault:rl:{self.scope}:{token.pk}:{period}:{window}"
+        cache.add(key, 0, timeout=period + 1)
+        try:
+            count = cache.incr(key)
+        except ValueError:
+            # The key expired between add and incr: this request opens a new window.
+            cache.add(key, 1, timeout=period + 1)
+            count = 1
+        if count <= limit:
+            return True
+        self._wait = (window + 1) * period - now
+        return False
+
+    def wait(self) -> float:
+        return max(1.0, math.ceil(self._wait))
+
+
+class TestRateThrottle(TokenRateThrottle):
+    """The tighter limit of the test operation, which calls providers."""
+
+    __test__ = False  # not a pytest test class
+    scope = "test"
+    setting = "CREDVAULT_TEST_RATE_LIMIT"

@@ -1,0 +1,157 @@
+"""The account API (CONTRACT 5): thin views that read input, call one function of
+`services.connections`, and render the result. Errors are raised and rendered as problem details
+by `services.api.errors`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import MethodNotAllowed
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from services import connections
+from services.api.parsing import read_credential_input
+from services.api.schema import COMMON_HEADERS, problems
+from services.api.serializers import (
+    ConnectedServiceSerializer,
+    CredentialInputSerializer,
+    TestResultSerializer,
+)
+from services.api.throttling import TestRateThrottle, TokenRateThrottle
+from services.models import ConnectedService
+
+
+class JSONOnlyNegotiation(BaseContentNegotiation):
+    """Always JSON, whatever the Accept header says: no 406, no browsable API."""
+
+    def select_parser(self, request, parsers):  # noqa: ANN001, ANN201
+        return None
+
+    def select_renderer(self, request, renderers, format_suffix=None):  # noqa: ANN001, ANN201
+        renderer = renderers[0]
+        return renderer, renderer.media_type
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def service_body(connected: ConnectedService) -> dict[str, str]:
+    return {
+        "service": connected.service,
+        "connectedAt": rfc3339(connected.connected_at),
+        "keyType": connected.key_type,
+    }
+
+
+class AccountAPIView(APIView):
+    """Base of the account API: token authentication, per-token rate limit, JSON only.
+
+    A method the path does not allow is refused with 405 before authentication: the answer
+    depends on the path alone.
+    """
+
+    throttle_classes = [TokenRateThrottle]
+    content_negotiation_class = JSONOnlyNegotiation
+
+    def initial(self, request: Request, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        if request.method.lower() not in self.http_method_names:
+            raise MethodNotAllowed(request.method)
+        super().initial(request, *args, **kwargs)
+
+
+class ServiceListView(AccountAPIView):
+    http_method_names = ["get", "head"]
+
+    @extend_schema(
+        operation_id="list_services",
+        summary="List connected services",
+        responses={200: ConnectedServiceSerializer(many=True), **problems(401, 405, 429, 503)},
+        parameters=COMMON_HEADERS,
+    )
+    def get(self, request: Request) -> Response:
+        services = connections.list_services(account=request.user)
+        return Response([service_body(connected) for connected in services])
+
+
+class ServiceTestView(AccountAPIView):
+    http_method_names = ["post"]
+    throttle_classes = [TokenRateThrottle, TestRateThrottle]
+
+    @extend_schema(
+        operation_id="test_credentials",
+        summary="Test credentials without storing them",
+        description=(
+            "Verifies the set at the provider's server-owned endpoint when the catalog has "
+            "one: `accepted`, `rejected`, `provider_unavailable`; otherwise `no_verifier` "
+            "(ok true, verified false). Nothing is stored."
+        ),
+        request=CredentialInputSerializer,
+        responses={
+            200: TestResultSerializer,
+            **problems(400, 401, 405, 413, 415, 429, 503),
+        },
+        parameters=COMMON_HEADERS,
+    )
+    def post(self, request: Request) -> Response:
+        given = read_credential_input(request)
+        credentials = connections.credential_set(service=given.service, fields=given.fields)
+        verdict = connections.verify_credentials(credentials=credentials)
+        return Response(
+            {"ok": verdict.ok, "verified": verdict.verified, "reason": verdict.reason.value}
+        )
+
+
+class CredentialsView(AccountAPIView):
+    http_method_names = ["put"]
+
+    @extend_schema(
+        operation_id="store_credentials",
+        summary="Store or replace credentials",
+        description=(
+            "Stores the complete set, replacing every earlier field of the service "
+            "atomically. 201 when the service was not connected, 200 when replaced."
+        ),
+        request=CredentialInputSerializer,
+        responses={
+            200: OpenApiResponse(ConnectedServiceSerializer, description="Replaced."),
+            201: OpenApiResponse(ConnectedServiceSerializer, description="Newly connected."),
+            **problems(400, 401, 405, 409, 413, 415, 429, 503),
+        },
+        parameters=COMMON_HEADERS,
+    )
+    def put(self, request: Request) -> Response:
+        given = read_credential_input(request)
+        credentials = connections.credential_set(service=given.service, fields=given.fields)
+        connected, created = connections.store_credentials(
+            account=request.user, credentials=credentials
+        )
+        return Response(service_body(connected), status=201 if created else 200)
+
+
+class ServiceCredentialsView(AccountAPIView):
+    http_method_names = ["delete"]
+
+    @extend_schema(
+        operation_id="remove_service",
+        summary="Remove a service's credentials",
+        parameters=[
+            OpenApiParameter(
+                "service",
+                str,
+                OpenApiParameter.PATH,
+                description="Service identifier, normalized like the body's.",
+            ),
+            *COMMON_HEADERS,
+        ],
+        responses={204: None, **problems(400, 401, 404, 405, 429, 503)},
+    )
+    def delete(self, request: Request, service: str) -> Response:
+        connections.remove_service(
+            account=request.user, service=connections.service_identifier(service)
+        )
+        return Response(status=204)

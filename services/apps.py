@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class ServicesConfig(AppConfig):
+    name = "services"
+    verbose_name = "Accounts and connected services"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Registers the system checks and the OpenAPI description of the token scheme.
+        from services import checks  # noqa: F401
+        from services.api import schema  # noqa: F401

@@ -1,0 +1,79 @@
+"""System checks: misconfiguration stops `manage.py check`, `migrate` and the server at
+start-up with a clear message (ids credvault.E001 and up), never at the first request."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.checks import Error, register
+from django.core.exceptions import ImproperlyConfigured
+
+from providers.verification import BaseUrlError, parse_base_urls
+from services.api.throttling import RateError, parse_rate
+from services.crypto import KeyRingError, KeyRing
+
+
+@register()
+def check_secret_key(app_configs, **kwargs):  # noqa: ANN001, ANN201
+    try:
+        configured = bool(settings.SECRET_KEY)
+    except ImproperlyConfigured:  # Django refuses to hand out an empty SECRET_KEY
+        configured = False
+    if not configured:
+        return [
+            Error(
+                "SECRET_KEY is not set.",
+                hint="Set SECRET_KEY in the environment or .env (`make run` writes one).",
+                id="credvault.E001",
+            )
+        ]
+    return []
+
+
+@register()
+def check_encryption_keys(app_configs, **kwargs):  # noqa: ANN001, ANN201
+    try:
+        KeyRing.parse(settings.CREDVAULT_ENCRYPTION_KEYS)
+    except KeyRingError as exc:
+        return [
+            Error(
+                f"CREDVAULT_ENCRYPTION_KEYS is invalid: {exc}.",
+                hint="Comma-separated KEYID:BASE64KEY entries, each key 32 bytes, ids unique; "
+                "`python manage.py generate_key` prints one.",
+                id="credvault.E002",
+            )
+        ]
+    return []
+
+
+@register()
+def check_provider_base_urls(app_configs, **kwargs):  # noqa: ANN001, ANN201
+    try:
+        parse_base_urls(settings.CREDVAULT_PROVIDER_BASE_URLS)
+    except BaseUrlError as exc:
+        return [
+            Error(
+                f"{exc}.",
+                hint='A JSON object such as {"github": "https://github.example.com/api/v3"}.',
+                id="credvault.E003",
+            )
+        ]
+    return []
+
+
+@register()
+def check_limits(app_configs, **kwargs):  # noqa: ANN001, ANN201
+    errors = []
+    for name in ("CREDVAULT_RATE_LIMIT", "CREDVAULT_TEST_RATE_LIMIT"):
+        try:
+            parse_rate(getattr(settings, name))
+        except RateError as exc:
+            errors.append(Error(f"{name}: {exc}.", id="credvault.E004"))
+    if settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT < 1:
+        errors.append(
+            Error("CREDVAULT_MAX_SERVICES_PER_ACCOUNT must be at least 1.", id="credvault.E005")
+        )
+    if not 0 < settings.CREDVAULT_VERIFY_TIMEOUT <= 60:
+        errors.append(
+            Error("CREDVAULT_VERIFY_TIMEOUT must be above 0 and at most 60.", id="credvault.E006")
+        )
+    return errors

@@ -1,0 +1,159 @@
+"""The business rules of connected services: list, store or replace, remove, test.
+
+Plain functions with keyword-only arguments; every one that writes is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from providers import catalog, verification
+from services.crypto import Place, key_ring
+from services.exceptions import (
+    InvalidRequest,
+    InvalidService,
+    ServiceLimitReached,
+    ServiceNotConnected,
+    field_error,
+)
+from services.identifiers import InvalidIdentifier, key_type_for, normalize_service
+from services.masking import Secret
+from services.models import Account, ConnectedService, CredentialField
+
+
+@dataclass(frozen=True)
+class CredentialSet:
+    """A validated credential set: normalized service, keyType and the values, masked."""
+
+    service: str
+    key_type: str
+    fields: Sequence[tuple[str, Secret]]
+
+    def __repr__(self) -> str:
+        names = [name for name, _ in self.fields]
+        return f"CredentialSet(service={self.service!r}, key_names={names!r})"
+
+
+def service_identifier(raw: str) -> str:
+    """Normalize a service identifier from a body or a path, or raise InvalidService."""
+    try:
+        return normalize_service(raw)
+    except InvalidIdentifier:
+        raise InvalidService() from None
+
+
+def credential_set(*, service: str, fields: Sequence[tuple[str, Secret]]) -> CredentialSet:
+    """Normalize the service and check the set against the catalog's shapes (CONTRACT 3)."""
+    normalized = service_identifier(service)
+    names = [name for name, _ in fields]
+    provider = catalog.get(normalized)
+    if provider is not None:
+        match = provider.match(names)
+        if match.shape is None:
+            errors = [
+                field_error(
+                    "credentials", "missing_field", f"{provider.name} needs keyName {name!r}"
+                )
+                for name in match.missing
+            ] + [
+                field_error(
+                    "credentials",
+                    "unexpected_field",
+                    f"{provider.name} does not take keyName {name!r}",
+                )
+                for name in match.unexpected
+            ]
+            raise InvalidRequest(
+                f"The credentials do not match a credential shape of {provider.name}.",
+                errors=errors,
+            )
+    return CredentialSet(service=normalized, key_type=key_type_for(names), fields=fields)
+
+
+def list_services(*, account: Account) -> list[ConnectedService]:
+    """The account's connected services, sorted by service identifier (one query)."""
+    return list(
+        ConnectedService.objects.filter(account=account)
+        .only("service", "key_type", "connected_at")
+        .order_by("service")
+    )
+
+
+def _store_once(*, account: Account, credentials: CredentialSet) -> tuple[ConnectedService, bool]:
+    now = timezone.now()
+    with transaction.atomic():
+        connected = (
+            ConnectedService.objects.select_for_update()
+            .filter(account=account, service=credentials.service)
+            .first()
+        )
+        created = connected is None
+        if created:
+            # Serializes the creation of new services per account, so that the limit holds
+            # under concurrency.
+            Account.objects.select_for_update().filter(pk=account.pk).first()
+            count = ConnectedService.objects.filter(account=account).count()
+            if count >= settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT:
+                raise ServiceLimitReached()
+            connected = ConnectedService.objects.create(
+                account=account,
+                service=credentials.service,
+                key_type=credentials.key_type,
+                connected_at=now,
+                generation=1,
+            )
+        else:
+            connected.fields.all().delete()
+            connected.generation += 1
+            connected.key_type = credentials.key_type
+            connected.connected_at = now
+            ConnectedService.objects.filter(pk=connected.pk).update(
+                generation=F("generation") + 1, key_type=credentials.key_type, connected_at=now
+            )
+        ring = key_ring()
+        rows = []
+        for key_name, value in credentials.fields:
+            place = Place(account.pk, credentials.service, key_name, connected.generation)
+            key_id, blob = ring.seal(value, place)
+            rows.append(
+                CredentialField(
+                    connected_service=connected, key_name=key_name, key_id=key_id, ciphertext=blob
+                )
+            )
+        CredentialField.objects.bulk_create(rows)
+    return connected, created
+
+
+def store_credentials(
+    *, account: Account, credentials: CredentialSet
+) -> tuple[ConnectedService, bool]:
+    """Store the complete set, replacing every earlier field of the service atomically.
+
+    Returns the connected service and whether it was newly connected. On any failure the
+    earlier set remains untouched. Two concurrent stores leave exactly one of the two sets:
+    the service row is locked for the whole replacement, and when both try to connect a new
+    service, the loser of the unique constraint retries as a replacement.
+    """
+    try:
+        return _store_once(account=account, credentials=credentials)
+    except IntegrityError:
+        return _store_once(account=account, credentials=credentials)
+
+
+def remove_service(*, account: Account, service: str) -> None:
+    """Delete every field of the service at once, or raise ServiceNotConnected."""
+    with transaction.atomic():
+        deleted, _ = ConnectedService.objects.filter(account=account, service=service).delete()
+    if not deleted:
+        raise ServiceNotConnected()
+
+
+def verify_credentials(*, credentials: CredentialSet) -> verification.Verdict:
+    """Ask the provider's server-owned check; nothing is stored and nothing written."""
+    return verification.verify(credentials.service, dict(credentials.fields))

@@ -1,0 +1,161 @@
+"""Sealing and opening credential values: AES-256-GCM under a key ring (CONTRACT 8).
+
+Storage format of one sealed value (the `ciphertext` column of a credential field):
+
+    byte 0        format version, 1
+    bytes 1..12   a fresh random 96-bit nonce
+    bytes 13..    AES-256-GCM ciphertext of the value's UTF-8 bytes, then the 16-byte tag
+
+The id of the key that sealed it is stored beside it, in the `key_id` column.
+
+The associated data, authenticated but not stored, is the compact JSON array
+`[version, key_id, account_id, service, key_name, generation]`. A ciphertext therefore opens
+only in the row it was sealed for: copied to another keyName, service or account, or an older
+set's row copied back after a newer store (the generation differs), it fails to open.
+
+The key ring comes from CREDVAULT_ENCRYPTION_KEYS, `KEYID:BASE64KEY` entries separated by
+commas, each key 32 bytes: the first entry seals, every entry opens.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from django.conf import settings
+
+from services.masking import Secret
+
+FORMAT_VERSION = 1
+NONCE_BYTES = 12
+KEY_BYTES = 32
+KEY_ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+
+
+class KeyRingError(ValueError):
+    """CREDVAULT_ENCRYPTION_KEYS is missing or malformed. Never holds key material."""
+
+
+class DecryptionError(Exception):
+    """A stored value did not open. Names the row; never holds bytes of the value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a value is stored: what its associated data binds it to."""
+
+    account_id: int
+    service: str
+    key_name: str
+    generation: int
+
+
+def _associated_data(key_id: str, place: Place) -> bytes:
+    fields = [
+        FORMAT_VERSION,
+        key_id,
+        place.account_id,
+        place.service,
+        place.key_name,
+        place.generation,
+    ]
+    return json.dumps(fields, separators=(",", ":")).encode("ascii")
+
+
+class KeyRing:
+    """Named AES-256-GCM keys; the first seals, all open."""
+
+    def __init__(self, keys: list[tuple[str, bytes]]) -> None:
+        if not keys:
+            raise KeyRingError("the key ring is empty")
+        self._ciphers = {key_id: AESGCM(key) for key_id, key in keys}
+        self.primary_id = keys[0][0]
+
+    def __repr__(self) -> str:
+        return f"KeyRing(ids={list(self._ciphers)!r})"
+
+    @property
+    def ids(self) -> frozenset[str]:
+        return frozenset(self._ciphers)
+
+    @classmethod
+    def parse(cls, raw: str) -> KeyRing:
+        """Parse CREDVAULT_ENCRYPTION_KEYS. Errors name the entry, never its key."""
+        if not raw or not raw.strip():
+            raise KeyRingError("CREDVAULT_ENCRYPTION_KEYS is not set")
+        keys: list[tuple[str, bytes]] = []
+        seen: set[str] = set()
+        for position, entry in enumerate(raw.split(","), start=1):
+            key_id, sep, encoded = entry.strip().partition(":")
+            if not sep:
+                raise KeyRingError(f"entry {position} is not of the form KEYID:BASE64KEY")
+            if not KEY_ID_PATTERN.fullmatch(key_id):
+                raise KeyRingError(
+                    f"entry {position}: the key id must be 1 to 32 of A-Z a-z 0-9 _ . -"
+                )
+            if key_id in seen:
+                raise KeyRingError(f"entry {position}: duplicate key id {key_id!r}")
+            try:
+                key = base64.b64decode(encoded.strip(), validate=True)
+            except (binascii.Error, ValueError):
+                raise KeyRingError(f"key {key_id!r} is not valid base64") from None
+            if len(key) != KEY_BYTES:
+                raise KeyRingError(f"key {key_id!r} is {len(key)} bytes; it must be {KEY_BYTES}")
+            seen.add(key_id)
+            keys.append((key_id, key))
+        return cls(keys)
+
+    def seal(self, value: Secret, place: Place) -> tuple[str, bytes]:
+        """Seal `value` for `place` under the primary key: (key_id, stored bytes)."""
+        key_id = self.primary_id
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._ciphers[key_id].encrypt(
+            nonce, value.encode(), _associated_data(key_id, place)
+        )
+        return key_id, bytes([FORMAT_VERSION]) + nonce + sealed
+
+    def open(self, key_id: str, blob: bytes, place: Place, *, row: str) -> Secret:
+        """Open a stored value. `row` names it in the error when it does not open."""
+        cipher = self._ciphers.get(key_id)
+        if cipher is None:
+            raise DecryptionError(
+                f"{row} was sealed with key id {key_id!r}, which is not in "
+                "CREDVAULT_ENCRYPTION_KEYS"
+            )
+        blob = bytes(blob)
+        if len(blob) < 1 + NONCE_BYTES + 16 or blob[0] != FORMAT_VERSION:
+            raise DecryptionError(f"{row} is not in a known storage format")
+        nonce, sealed = blob[1 : 1 + NONCE_BYTES], blob[1 + NONCE_BYTES :]
+        try:
+            plain = cipher.decrypt(nonce, sealed, _associated_data(key_id, place))
+        except InvalidTag:
+            raise DecryptionError(
+                f"{row} failed authentication: it was altered or moved from another row"
+            ) from None
+        return Secret(plain.decode("utf-8"))
+
+
+@lru_cache(maxsize=4)
+def _parsed(raw: str) -> KeyRing:
+    return KeyRing.parse(raw)
+
+
+def key_ring() -> KeyRing:
+    """The key ring of the current settings (parsed once per distinct setting value)."""
+    return _parsed(settings.CREDVAULT_ENCRYPTION_KEYS)
+
+
+def generate_key_entry(now: datetime | None = None) -> str:
+    """A new `KEYID:BASE64KEY` entry: a dated id with a random suffix and 32 random bytes."""
+    now = now or datetime.now(UTC)
+    key_id = f"k{now:%Y%m%d}-{secrets.token_hex(3)}"
+    return f"{key_id}:{base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode('ascii')}"

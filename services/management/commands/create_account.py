@@ -1,0 +1,17 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from services.accounts import AccountError, create_account
+
+
+class Command(BaseCommand):
+    help = "Create an account. The name follows the service-identifier rules."
+
+    def add_arguments(self, parser) -> None:  # noqa: ANN001
+        parser.add_argument("name")
+
+    def handle(self, *args, name: str, **options) -> None:  # noqa: ANN002, ANN003
+        try:
+            account = create_account(name=name)
+        except AccountError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"created account {account.name}")

@@ -1,0 +1,43 @@
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from services.accounts import AccountError, get_account
+from services.models import ApiToken
+
+
+def _when(moment) -> str:  # noqa: ANN001
+    return moment.strftime("%Y-%m-%d %H:%M") if moment else "-"
+
+
+class Command(BaseCommand):
+    help = "List API tokens (prefixes only), of every account or of one."
+
+    def add_arguments(self, parser) -> None:  # noqa: ANN001
+        parser.add_argument("account", nargs="?")
+
+    def handle(self, *args, account: str | None, **options) -> None:  # noqa: ANN002, ANN003
+        tokens = ApiToken.objects.select_related("account").order_by("account__name", "created_at")
+        if account:
+            try:
+                tokens = tokens.filter(account=get_account(name=account))
+            except AccountError as exc:
+                raise CommandError(str(exc)) from None
+        now = timezone.now()
+        self.stdout.write(
+            f"{'PREFIX':<14}{'ACCOUNT':<20}{'NAME':<20}{'CREATED':<18}{'LAST USED':<18}"
+            f"{'EXPIRES':<18}STATUS"
+        )
+        for token in tokens:
+            if token.is_revoked:
+                status = "revoked"
+            elif token.is_expired(now):
+                status = "expired"
+            elif not token.account.is_active:
+                status = "account inactive"
+            else:
+                status = "active"
+            self.stdout.write(
+                f"{token.prefix:<14}{token.account.name:<20}{token.name[:19]:<20}"
+                f"{_when(token.created_at):<18}{_when(token.last_used_at):<18}"
+                f"{_when(token.expires_at):<18}{status}"
+            )

@@ -1,0 +1,17 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from services.accounts import AccountError, revoke_token
+
+
+class Command(BaseCommand):
+    help = "Revoke the API token with this display prefix (cvt_ and 8 characters)."
+
+    def add_arguments(self, parser) -> None:  # noqa: ANN001
+        parser.add_argument("prefix")
+
+    def handle(self, *args, prefix: str, **options) -> None:  # noqa: ANN002, ANN003
+        try:
+            token = revoke_token(prefix=prefix)
+        except AccountError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"revoked {token.prefix} of {token.account.name}")

@@ -1,0 +1,77 @@
+"""Bearer tokens: generation, format check and digest (CONTRACT 6).
+
+A token is `<kind>_` followed by 40 base62 characters drawn with `secrets` (about 238 bits) and
+a 6-character base62 CRC32 checksum of those 40 characters, left-padded with `0`:
+
+    cvt_ + 40 random + 6 checksum   (50 characters; an account token)
+
+The checksum lets a mistyped or malformed token be refused without a database query, and lets
+secret scanners recognize a leaked one. Only the SHA-256 hex digest of the whole token and its
+display prefix (the kind and the first 8 random characters) are stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import zlib
+from dataclasses import dataclass
+
+BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_BASE62_SET = frozenset(BASE62)
+RANDOM_LENGTH = 40
+CHECKSUM_LENGTH = 6
+PREFIX_RANDOM_LENGTH = 8
+
+ACCOUNT_KIND = "cvt"
+
+
+@dataclass(frozen=True, slots=True)
+class NewToken:
+    """A freshly generated token. `plaintext` is shown once and never stored."""
+
+    plaintext: str
+    prefix: str
+    digest: str
+
+    def __repr__(self) -> str:
+        return f"NewToken(prefix={self.prefix!r})"
+
+
+def _base62(number: int, width: int) -> str:
+    chars = []
+    while number:
+        number, rest = divmod(number, 62)
+        chars.append(BASE62[rest])
+    return "".join(reversed(chars)).rjust(width, "0")
+
+
+def checksum(random_part: str) -> str:
+    return _base62(zlib.crc32(random_part.encode("ascii")), CHECKSUM_LENGTH)
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def display_prefix(token: str) -> str:
+    kind, _, rest = token.partition("_")
+    return f"{kind}_{rest[:PREFIX_RANDOM_LENGTH]}"
+
+
+def generate(kind: str = ACCOUNT_KIND) -> NewToken:
+    random_part = "".join(secrets.choice(BASE62) for _ in range(RANDOM_LENGTH))
+    plaintext = f"{kind}_{random_part}{checksum(random_part)}"
+    return NewToken(plaintext=plaintext, prefix=display_prefix(plaintext), digest=digest(plaintext))
+
+
+def is_well_formed(token: str, kind: str = ACCOUNT_KIND) -> bool:
+    """Shape and checksum: no database needed."""
+    head = f"{kind}_"
+    if len(token) != len(head) + RANDOM_LENGTH + CHECKSUM_LENGTH or not token.startswith(head):
+        return False
+    body = token[len(head) :]
+    if not _BASE62_SET.issuperset(body):
+        return False
+    random_part, check = body[:RANDOM_LENGTH], body[RANDOM_LENGTH:]
+    return secrets.compare_digest(checksum(random_part), check)

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from django.utils import timezone
+
+from services.accounts import create_account, issue_token
+from tests.support import Api, ProviderServer
+
+# Fixed test keys: `old` first would seal; tests that rotate put `new` first.
+KEY_A = base64.b64encode(b"A" * 32).decode()
+KEY_B = base64.b64encode(b"B" * 32).decode()
+TEST_KEYS = f"test-a:{KEY_A}"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    return f"credvault database: {db['ENGINE'].rsplit('.', 1)[-1]}"
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """SQLite tests run on a file, as production does: the concurrency tests need real
+    separate connections, which an in-memory shared-cache database does not give."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        var = Path(settings.BASE_DIR) / "var"
+        var.mkdir(exist_ok=True)
+        db.setdefault("TEST", {})["NAME"] = str(var / f"test-{os.getpid()}.sqlite3")
+
+
+@pytest.fixture(autouse=True)
+def _test_settings(settings) -> Iterator[None]:  # noqa: ANN001
+    settings.CREDVAULT_ENCRYPTION_KEYS = TEST_KEYS
+    settings.CREDVAULT_PROVIDER_BASE_URLS = "{}"
+    settings.CREDVAULT_VERIFY_TIMEOUT = 2.0
+    settings.CREDVAULT_RATE_LIMIT = "600/min"
+    settings.CREDVAULT_TEST_RATE_LIMIT = "30/min"
+    settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT = 100
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def _account_with_token(name: str) -> tuple:
+    account = create_account(name=name)
+    issued = issue_token(account=account, name="tests")
+    # Marked as just used, so that a request does not also write last_used_at.
+    issued.token.last_used_at = timezone.now()
+    issued.token.save(update_fields=["last_used_at"])
+    return account, issued.plaintext
+
+
+@pytest.fixture
+def alice_account_and_token(db):  # noqa: ANN001, ANN201
+    return _account_with_token("alice")
+
+
+@pytest.fixture
+def bob_account_and_token(db):  # noqa: ANN001, ANN201
+    return _account_with_token("bob")
+
+
+@pytest.fixture
+def alice(alice_account_and_token):  # noqa: ANN001, ANN201
+    return alice_account_and_token[0]
+
+
+@pytest.fixture
+def bob(bob_account_and_token):  # noqa: ANN001, ANN201
+    return bob_account_and_token[0]
+
+
+@pytest.fixture
+def alice_api(alice_account_and_token) -> Api:  # noqa: ANN001
+    return Api(Client(raise_request_exception=False), alice_account_and_token[1])
+
+
+@pytest.fixture
+def bob_api(bob_account_and_token) -> Api:  # noqa: ANN001
+    return Api(Client(raise_request_exception=False), bob_account_and_token[1])
+
+
+@pytest.fixture
+def anonymous_api(db) -> Api:  # noqa: ANN001
+    return Api(Client(raise_request_exception=False), None)
+
+
+@pytest.fixture
+def provider_server(settings) -> Iterator[ProviderServer]:  # noqa: ANN001
+    """A local HTTP server standing in for every catalog provider."""
+    server = ProviderServer().start()
+    from providers.catalog import catalog
+
+    settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps(
+        {provider_id: server.url for provider_id in catalog()}
+    )
+    yield server
+    server.stop()

@@ -1,0 +1,180 @@
+"""The four operations of the account API (CONTRACT 5): status, body and database effect."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from services.crypto import Place, key_ring
+from services.models import ConnectedService, CredentialField
+from tests.support import assert_problem, creds
+
+RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+def stored_values(service: ConnectedService) -> dict[str, str]:
+    ring = key_ring()
+    values = {}
+    for field in service.fields.all():
+        place = Place(service.account_id, service.service, field.key_name, service.generation)
+        values[field.key_name] = ring.open(
+            field.key_id, field.ciphertext, place, row=repr(field)
+        ).reveal()
+    return values
+
+
+@pytest.mark.django_db
+class TestList:
+    def test_empty_account_lists_an_empty_array(self, alice_api):
+        response = alice_api.list()
+        assert response.status_code == 200
+        assert response["Content-Type"] == "application/json"
+        assert response.json() == []
+
+    def test_lists_exactly_three_members_sorted_by_service(self, alice_api):
+        for service in ("zeta", "alpha", "Mid Service"):
+            assert alice_api.store(service, creds(api_key="v")).status_code == 201
+        body = alice_api.list().json()
+        assert [entry["service"] for entry in body] == ["alpha", "mid-service", "zeta"]
+        for entry in body:
+            assert set(entry) == {"service", "connectedAt", "keyType"}
+            assert RFC3339_UTC.fullmatch(entry["connectedAt"])
+            assert entry["keyType"] == "api_key"
+
+
+@pytest.mark.django_db
+class TestStore:
+    def test_new_service_is_201_with_its_state(self, alice_api, alice):
+        response = alice_api.store(" GitHub ", creds(api_key="ghp_value"))
+        assert response.status_code == 201
+        body = response.json()
+        assert set(body) == {"service", "connectedAt", "keyType"}
+        assert body["service"] == "github"
+        assert body["keyType"] == "api_key"
+        assert RFC3339_UTC.fullmatch(body["connectedAt"])
+        service = ConnectedService.objects.get(account=alice, service="github")
+        assert stored_values(service) == {"api_key": "ghp_value"}
+        assert service.generation == 1
+
+    def test_store_replaces_every_field(self, alice_api, alice):
+        alice_api.store("custom", creds(client_id="a", client_secret="b", region="eu"))
+        response = alice_api.store("custom", creds(api_key="only"))
+        assert response.status_code == 200
+        service = ConnectedService.objects.get(account=alice, service="custom")
+        assert stored_values(service) == {"api_key": "only"}
+        assert service.generation == 2
+        assert CredentialField.objects.filter(connected_service=service).count() == 1
+
+    def test_replacing_updates_connected_at(self, alice_api):
+        first = alice_api.store("custom", creds(api_key="1")).json()["connectedAt"]
+        second = alice_api.store("custom", creds(api_key="2")).json()["connectedAt"]
+        assert second > first
+        assert alice_api.list().json()[0]["connectedAt"] == second
+
+    def test_oauth_sets_are_oauth(self, alice_api):
+        response = alice_api.store(
+            "custom-oauth", creds(access_token="at", refresh_token="rt", expires_at="1700000000")
+        )
+        assert response.json()["keyType"] == "oauth"
+        response = alice_api.store("refresh-only", creds(refresh_token="rt"))
+        assert response.json()["keyType"] == "oauth"
+
+    def test_values_are_kept_byte_for_byte(self, alice_api, alice):
+        pem = "-----BEGIN KEY-----\nabc\u00e9\U0001f511\n-----END KEY-----\n"
+        spaced = "  padded value \t"
+        alice_api.store("custom", creds(private_key=pem, api_key=spaced))
+        service = ConnectedService.objects.get(account=alice, service="custom")
+        assert stored_values(service) == {"private_key": pem, "api_key": spaced}
+
+    def test_catalog_provider_requires_its_shape(self, alice_api, alice):
+        response = alice_api.store("github", creds(token="x"))
+        body = assert_problem(response, 400, "invalid_request")
+        codes = {(error["field"], error["code"]) for error in body["errors"]}
+        assert ("credentials", "missing_field") in codes
+        assert ("credentials", "unexpected_field") in codes
+        assert not ConnectedService.objects.filter(account=alice).exists()
+
+    def test_service_limit_is_409_and_replacing_still_works(self, alice_api, alice, settings):
+        settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT = 2
+        assert alice_api.store("one", creds(api_key="1")).status_code == 201
+        assert alice_api.store("two", creds(api_key="2")).status_code == 201
+        assert_problem(alice_api.store("three", creds(api_key="3")), 409, "service_limit_reached")
+        assert alice_api.store("two", creds(api_key="2b")).status_code == 200
+        assert ConnectedService.objects.filter(account=alice).count() == 2
+
+
+@pytest.mark.django_db
+class TestRemove:
+    def test_remove_is_204_and_deletes_every_field(self, alice_api, alice):
+        alice_api.store("custom", creds(a="1", b="2"))
+        response = alice_api.delete("custom")
+        assert response.status_code == 204
+        assert response.content == b""
+        assert not ConnectedService.objects.filter(account=alice).exists()
+        assert not CredentialField.objects.exists()
+        assert alice_api.list().json() == []
+
+    def test_remove_normalizes_the_path(self, alice_api):
+        alice_api.store("google-drive", creds(api_key="1"))
+        assert alice_api.delete("Google%20Drive").status_code == 204
+
+    def test_removing_what_is_not_connected_is_404(self, alice_api):
+        assert_problem(alice_api.delete("nothing-here"), 404, "service_not_connected")
+
+    @pytest.mark.parametrize("path", ["..%2Fetc", "a%20b%2Fc", "", "%00", "x" * 65])
+    def test_unnormalizable_path_is_400(self, alice_api, path):
+        body = assert_problem(alice_api.delete(path), 400, "invalid_service")
+        assert body["errors"][0]["field"] == "service"
+
+
+@pytest.mark.django_db
+class TestTest:
+    def test_custom_service_is_no_verifier_and_stores_nothing(self, alice_api, alice):
+        response = alice_api.test("my-service", creds(api_key="v"))
+        assert response.status_code == 200
+        assert response.json() == {"ok": True, "verified": False, "reason": "no_verifier"}
+        assert not ConnectedService.objects.exists()
+
+
+@pytest.mark.django_db
+class TestIsolation:
+    """Two accounts never see or touch each other's services."""
+
+    def test_list_shows_only_the_own_services(self, alice_api, bob_api):
+        alice_api.store("alice-only", creds(api_key="a"))
+        bob_api.store("bob-only", creds(api_key="b"))
+        assert [s["service"] for s in alice_api.list().json()] == ["alice-only"]
+        assert [s["service"] for s in bob_api.list().json()] == ["bob-only"]
+
+    def test_same_service_is_separate_per_account(self, alice_api, bob_api, alice, bob):
+        assert alice_api.store("shared", creds(api_key="alice-value")).status_code == 201
+        assert bob_api.store("shared", creds(api_key="bob-value")).status_code == 201
+        assert stored_values(ConnectedService.objects.get(account=alice)) == {
+            "api_key": "alice-value"
+        }
+        assert stored_values(ConnectedService.objects.get(account=bob)) == {"api_key": "bob-value"}
+
+    def test_one_account_cannot_remove_the_others_service(self, alice_api, bob_api, alice):
+        alice_api.store("private", creds(api_key="a"))
+        assert_problem(bob_api.delete("private"), 404, "service_not_connected")
+        assert ConnectedService.objects.filter(account=alice, service="private").exists()
+
+    def test_service_limit_counts_per_account(self, alice_api, bob_api, settings):
+        settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT = 1
+        assert alice_api.store("one", creds(api_key="1")).status_code == 201
+        assert bob_api.store("one", creds(api_key="1")).status_code == 201
+
+    def test_rate_limit_counts_per_token(self, alice_api, bob_api, settings):
+        settings.CREDVAULT_RATE_LIMIT = "2/min"
+        assert alice_api.list().status_code == 200
+        assert alice_api.list().status_code == 200
+        assert alice_api.list().status_code == 429
+        assert bob_api.list().status_code == 200
+
+    def test_test_operation_is_per_account_and_stores_nothing(self, alice_api, bob_api):
+        bob_api.store("shared", creds(api_key="b"))
+        response = alice_api.test("shared", creds(api_key="a"))
+        assert json.loads(response.content)["reason"] == "no_verifier"
+        assert alice_api.list().json() == []
