@@ -180,5 +180,7 @@ LOGGING = {
         # credvault.access logs every request once; Django's own per-response warnings repeat it.
         "django.request": {"level": "ERROR"},
         "django.server": {"level": "ERROR"},
+        # urllib3 logs request lines with their URLs at DEBUG; a URL can hold a key.
+        "urllib3": {"level": "WARNING"},
     },
 }

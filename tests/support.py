@@ -42,8 +42,14 @@ class Api:
 
     def raw(self, method: str, path: str, body: bytes | str = b"", **kwargs: Any):  # noqa: ANN201
         content_type = kwargs.pop("content_type", "application/json")
+        # The test client leaves out Content-Type for an empty body; a real client does not.
         return self.client.generic(
-            method, path, body, content_type=content_type, headers=self.headers(kwargs)
+            method,
+            path,
+            body,
+            content_type=content_type,
+            headers=self.headers(kwargs),
+            CONTENT_TYPE=content_type,
         )
 
     def store(self, service: str, credentials: list[dict[str, str]]):  # noqa: ANN201
@@ -136,7 +142,9 @@ class ProviderServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def start(self) -> ProviderServer:
         self.thread.start()

@@ -1,0 +1,219 @@
+"""Encryption at rest (CONTRACT 8): binding of each ciphertext to its place, key ring parsing,
+the masking wrapper, and rotation with `reencrypt`."""
+
+from __future__ import annotations
+
+import base64
+import pickle
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from services.crypto import DecryptionError, KeyRing, KeyRingError, Place, key_ring
+from services.masking import Secret
+from services.models import ConnectedService, CredentialField
+from tests.conftest import KEY_A, KEY_B
+from tests.support import creds, marked
+
+PLACE = Place(account_id=1, service="github", key_name="api_key", generation=3)
+
+
+def ring(*entries: str) -> KeyRing:
+    return KeyRing.parse(",".join(entries))
+
+
+class TestSealing:
+    def test_round_trip(self):
+        keys = ring(f"a:{KEY_A}")
+        secret = Secret(marked())
+        key_id, blob = keys.seal(secret, PLACE)
+        assert key_id == "a"
+        assert secret.reveal().encode() not in blob
+        assert blob[0] == 1 and len(blob) == 1 + 12 + len(secret.encode()) + 16
+        assert keys.open(key_id, blob, PLACE, row="r") == secret
+
+    def test_each_seal_uses_a_fresh_nonce(self):
+        keys = ring(f"a:{KEY_A}")
+        _, first = keys.seal(Secret("same"), PLACE)
+        _, second = keys.seal(Secret("same"), PLACE)
+        assert first[1:13] != second[1:13]
+        assert first != second
+
+    @pytest.mark.parametrize("position", [0, 1, 12, 13, -1])
+    def test_a_flipped_byte_fails_to_open(self, position):
+        keys = ring(f"a:{KEY_A}")
+        _, blob = keys.seal(Secret("value"), PLACE)
+        tampered = bytearray(blob)
+        tampered[position] ^= 0x01
+        with pytest.raises(DecryptionError) as raised:
+            keys.open("a", bytes(tampered), PLACE, row="field 7")
+        assert "field 7" in str(raised.value)
+
+    @pytest.mark.parametrize(
+        "moved",
+        [
+            Place(1, "github", "client_secret", 3),
+            Place(1, "gitlab", "api_key", 3),
+            Place(2, "github", "api_key", 3),
+            Place(1, "github", "api_key", 2),
+        ],
+        ids=["other-keyname", "other-service", "other-account", "other-generation"],
+    )
+    def test_a_ciphertext_moved_to_another_place_fails_to_open(self, moved):
+        keys = ring(f"a:{KEY_A}")
+        secret = marked()
+        _, blob = keys.seal(Secret(secret), PLACE)
+        with pytest.raises(DecryptionError) as raised:
+            keys.open("a", blob, moved, row="field 9")
+        assert secret not in str(raised.value)
+
+    def test_a_key_missing_from_the_ring_is_named(self):
+        _, blob = ring(f"old:{KEY_A}").seal(Secret("v"), PLACE)
+        with pytest.raises(DecryptionError, match="'old'"):
+            ring(f"new:{KEY_B}").open("old", blob, PLACE, row="r")
+
+    def test_the_first_key_seals_and_every_key_opens(self):
+        old = ring(f"old:{KEY_A}")
+        both = ring(f"new:{KEY_B}", f"old:{KEY_A}")
+        key_id, blob = old.seal(Secret("v"), PLACE)
+        assert both.open(key_id, blob, PLACE, row="r").reveal() == "v"
+        assert both.seal(Secret("v"), PLACE)[0] == "new"
+
+
+class TestKeyRingParsing:
+    @pytest.mark.parametrize(
+        ("raw", "message"),
+        [
+            ("", "not set"),
+            ("nocolon", "KEYID:BASE64KEY"),
+            ("a:not base64!", "not valid base64"),
+            (f"a:{base64.b64encode(b'short').decode()}", "5 bytes"),
+            (f"a:{KEY_A},a:{KEY_B}", "duplicate key id"),
+            (f"bad id:{KEY_A}", "key id"),
+        ],
+    )
+    def test_malformed_rings_are_refused_without_key_material(self, raw, message):
+        with pytest.raises(KeyRingError, match=message) as raised:
+            KeyRing.parse(raw)
+        assert KEY_A not in str(raised.value) and KEY_B not in str(raised.value)
+
+    def test_repr_shows_ids_only(self):
+        assert KEY_A not in repr(ring(f"a:{KEY_A}"))
+
+
+class TestSecret:
+    def test_str_repr_and_format_are_masked(self):
+        value = marked()
+        secret = Secret(value)
+        for shown in (str(secret), repr(secret), f"{secret}", f"{secret!r}", str([secret])):
+            assert value not in shown
+
+    def test_cannot_be_pickled(self):
+        with pytest.raises(TypeError):
+            pickle.dumps(Secret("v"))
+
+
+@pytest.mark.django_db
+class TestStoredRows:
+    def _field(self, alice_api, service: str, **values: str) -> CredentialField:
+        alice_api.store(service, creds(**values))
+        return CredentialField.objects.get(connected_service__service=service, key_name=next(iter(values)))
+
+    def _open(self, field: CredentialField):  # noqa: ANN202
+        service = field.connected_service
+        place = Place(service.account_id, service.service, field.key_name, service.generation)
+        return key_ring().open(field.key_id, field.ciphertext, place, row=repr(field))
+
+    def test_a_ciphertext_copied_into_another_row_fails_to_open(self, alice_api):
+        source = self._field(alice_api, "source", api_key="source-value")
+        target = self._field(alice_api, "target", api_key="target-value")
+        CredentialField.objects.filter(pk=target.pk).update(ciphertext=source.ciphertext)
+        with pytest.raises(DecryptionError, match=f"CredentialField {target.pk}"):
+            self._open(CredentialField.objects.get(pk=target.pk))
+
+    def test_an_older_sets_row_copied_back_fails_to_open(self, alice_api):
+        old = self._field(alice_api, "custom", api_key="old")
+        old_blob = bytes(old.ciphertext)
+        alice_api.store("custom", creds(api_key="new"))
+        CredentialField.objects.filter(connected_service__service="custom").update(
+            ciphertext=old_blob
+        )
+        with pytest.raises(DecryptionError):
+            self._open(CredentialField.objects.get(connected_service__service="custom"))
+
+
+@pytest.mark.django_db
+def test_reencrypt_rotates_every_value_and_keeps_it(alice_api, bob_api, settings):
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"old:{KEY_A}"
+    expected = {}
+    for api, account in ((alice_api, "alice"), (bob_api, "bob")):
+        for index in range(4):
+            values = {"api_key": marked(f"{account}{index}"), "extra_field": marked()}
+            api.store(f"svc-{index}", creds(**values))
+            expected[(account, f"svc-{index}")] = values
+    assert set(CredentialField.objects.values_list("key_id", flat=True)) == {"old"}
+
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"new:{KEY_B},old:{KEY_A}"
+    out = StringIO()
+    call_command("reencrypt", "--batch-size", "5", stdout=out)
+    assert "16 value(s) to re-seal" in out.getvalue()
+    assert "re-sealed 5/16" in out.getvalue() and "re-sealed 16/16" in out.getvalue()
+    assert set(CredentialField.objects.values_list("key_id", flat=True)) == {"new"}
+
+    # The old key can now be dropped: everything opens with the new one alone.
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"new:{KEY_B}"
+    ring_now = key_ring()
+    for service in ConnectedService.objects.select_related("account"):
+        opened = {
+            field.key_name: ring_now.open(
+                field.key_id,
+                field.ciphertext,
+                Place(service.account_id, service.service, field.key_name, service.generation),
+                row="r",
+            ).reveal()
+            for field in service.fields.all()
+        }
+        assert opened == expected[(service.account.name, service.service)]
+
+
+@pytest.mark.django_db
+def test_reencrypt_resumes_after_an_interruption(alice_api, settings, monkeypatch):
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"old:{KEY_A}"
+    for index in range(3):
+        alice_api.store(f"svc-{index}", creds(api_key=f"value-{index}"))
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"new:{KEY_B},old:{KEY_A}"
+
+    from services import rotation
+
+    real = rotation.reencrypt_batch
+    calls = {"n": 0}
+
+    def interrupted(**kwargs):  # noqa: ANN003, ANN202
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(**kwargs)
+
+    monkeypatch.setattr("services.management.commands.reencrypt.reencrypt_batch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        call_command("reencrypt", "--batch-size", "1", stdout=StringIO())
+    assert sorted(CredentialField.objects.values_list("key_id", flat=True)) == ["new", "old", "old"]
+    monkeypatch.setattr("services.management.commands.reencrypt.reencrypt_batch", real)
+    out = StringIO()
+    call_command("reencrypt", "--batch-size", "1", stdout=out)
+    assert "done: 2 re-sealed, 0 remaining" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_reencrypt_stops_at_a_row_that_does_not_open(alice_api, settings):
+    from django.core.management.base import CommandError
+
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"old:{KEY_A}"
+    alice_api.store("custom", creds(api_key="value"))
+    field = CredentialField.objects.get()
+    CredentialField.objects.filter(pk=field.pk).update(ciphertext=bytes(field.ciphertext)[:-1] + b"\x00")
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"new:{KEY_B},old:{KEY_A}"
+    with pytest.raises(CommandError, match=f"CredentialField|credential field {field.pk}"):
+        call_command("reencrypt", stdout=StringIO())
+    assert CredentialField.objects.get().key_id == "old"

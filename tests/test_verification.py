@@ -1,0 +1,232 @@
+"""The test operation against a real provider on 127.0.0.1 (CONTRACT 5): what arrives at the
+provider, how its answer is judged, and what the client refuses to do."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+from providers import verification
+from providers.catalog import catalog
+from services.masking import Secret
+from tests.support import ProviderServer, assert_problem, creds, elapsed, marked
+
+pytestmark = pytest.mark.django_db
+
+ACCEPTED = {"ok": True, "verified": True, "reason": "accepted"}
+REJECTED = {"ok": False, "verified": False, "reason": "rejected"}
+UNAVAILABLE = {"ok": False, "verified": False, "reason": "provider_unavailable"}
+
+
+def test_call(api, service="github", **values):  # noqa: ANN001, ANN003, ANN201
+    response = api.test(service, creds(**values or {"api_key": "ghp_valid"}))
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+test_call.__test__ = False
+
+
+class TestWhatArrives:
+    def test_github_gets_a_bearer_get_with_its_version_header(self, alice_api, provider_server):
+        key = marked()
+        assert test_call(alice_api, "github", api_key=key) == ACCEPTED
+        [request] = provider_server.requests
+        assert (request.method, request.path) == ("GET", "/user")
+        assert request.headers["Authorization"] == f"Bearer {key}"
+        assert request.headers["X-GitHub-Api-Version"] == "2022-11-28"
+        assert key not in request.path
+
+    def test_gitlab_token_goes_in_private_token(self, alice_api, provider_server):
+        key = marked()
+        test_call(alice_api, "gitlab", api_key=key)
+        [request] = provider_server.requests
+        assert (request.method, request.path) == ("GET", "/api/v4/user")
+        assert request.headers["PRIVATE-TOKEN"] == key
+        assert "Authorization" not in request.headers
+
+    def test_anthropic_gets_x_api_key_and_version(self, alice_api, provider_server):
+        key = marked()
+        test_call(alice_api, "anthropic", api_key=key)
+        [request] = provider_server.requests
+        assert request.headers["x-api-key"] == key
+        assert request.headers["anthropic-version"] == "2023-06-01"
+
+    def test_oauth_shape_sends_the_access_token(self, alice_api, provider_server):
+        token = marked()
+        test_call(alice_api, "github", access_token=token, refresh_token=marked())
+        assert provider_server.requests[0].headers["Authorization"] == f"Bearer {token}"
+
+    def test_nothing_is_stored(self, alice_api, provider_server):
+        from services.models import ConnectedService, CredentialField
+
+        test_call(alice_api, "github", api_key="k")
+        assert not ConnectedService.objects.exists() and not CredentialField.objects.exists()
+
+
+class TestJudgement:
+    @pytest.mark.parametrize("status", [200, 204])
+    def test_2xx_is_accepted(self, alice_api, provider_server, status):
+        provider_server.answer(status, b"")
+        assert test_call(alice_api) == ACCEPTED
+
+    @pytest.mark.parametrize("status", [401, 403])
+    def test_401_and_403_are_rejected(self, alice_api, provider_server, status):
+        provider_server.answer(status, {"message": "Bad credentials"})
+        assert test_call(alice_api) == REJECTED
+
+    @pytest.mark.parametrize("status", [429, 500, 502, 503, 400, 404])
+    def test_429_5xx_and_other_answers_are_unavailable(self, alice_api, provider_server, status):
+        provider_server.answer(status, {"error": "x"})
+        assert test_call(alice_api) == UNAVAILABLE
+
+    def test_slack_counts_only_ok_true(self, alice_api, provider_server):
+        provider_server.answer(200, {"ok": True, "user": "bot"})
+        assert test_call(alice_api, "slack", api_key="xoxb-1") == ACCEPTED
+        assert provider_server.requests[-1].method == "POST"
+        assert provider_server.requests[-1].path == "/api/auth.test"
+
+    def test_slack_ok_false_is_rejected(self, alice_api, provider_server):
+        provider_server.answer(200, {"ok": False, "error": "invalid_auth"})
+        assert test_call(alice_api, "slack", api_key="xoxb-1") == REJECTED
+
+    @pytest.mark.parametrize(
+        "body", [b"not json", b"[true]", json.dumps({"ok": "true"}).encode(), b'{"ok": 1}']
+    )
+    def test_slack_without_a_json_ok_true_is_not_accepted(self, alice_api, provider_server, body):
+        provider_server.answer(200, body)
+        assert test_call(alice_api, "slack", api_key="xoxb-1")["verified"] is False
+
+    def test_an_answer_over_64_kib_is_unavailable(self, alice_api, provider_server):
+        provider_server.answer(200, json.dumps({"ok": True, "pad": "x" * 70_000}).encode())
+        assert test_call(alice_api, "slack", api_key="xoxb-1") == UNAVAILABLE
+
+    def test_the_providers_answer_is_never_passed_back(self, alice_api, provider_server):
+        echo = marked("provider")
+        provider_server.answer(403, {"message": echo})
+        response = alice_api.test("github", creds(api_key="k"))
+        assert echo not in response.content.decode()
+
+
+class TestRefusals:
+    def test_a_redirect_is_not_followed(self, alice_api, provider_server):
+        target = ProviderServer().start()
+        try:
+            provider_server.answer(302, b"", headers={"Location": f"{target.url}/steal"})
+            assert test_call(alice_api) == UNAVAILABLE
+            assert len(provider_server.requests) == 1
+            assert target.requests == []
+        finally:
+            target.stop()
+
+    def test_a_server_that_never_answers_is_cut_off(self, alice_api, provider_server, settings):
+        settings.CREDVAULT_VERIFY_TIMEOUT = 1.0
+        provider_server.answer(hang=True)
+        start = time.monotonic()
+        assert test_call(alice_api) == UNAVAILABLE
+        assert elapsed(start) < 2.5
+
+    def test_a_dripping_answer_is_cut_off_at_the_bound(self, alice_api, provider_server, settings):
+        """Per-read timeouts never trip on one byte every 0.2 s; the whole-call bound does."""
+        settings.CREDVAULT_VERIFY_TIMEOUT = 1.0
+        provider_server.answer(200, json.dumps({"ok": True, "p": "x" * 60}).encode(), drip_seconds=0.2)
+        start = time.monotonic()
+        assert test_call(alice_api, "slack", api_key="xoxb-1") == UNAVAILABLE
+        assert elapsed(start) < 2.5
+
+    def test_a_refused_connection_is_unavailable(self, alice_api, settings):
+        settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": "http://127.0.0.1:9"})
+        assert test_call(alice_api) == UNAVAILABLE
+
+    def test_proxy_settings_of_the_environment_are_ignored(
+        self, alice_api, provider_server, monkeypatch
+    ):
+        proxy = ProviderServer().start()
+        try:
+            for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+                monkeypatch.setenv(name, proxy.url)
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            monkeypatch.delenv("no_proxy", raising=False)
+            assert test_call(alice_api) == ACCEPTED
+            assert proxy.requests == []
+            assert len(provider_server.requests) == 1
+        finally:
+            proxy.stop()
+
+    @pytest.mark.parametrize(
+        "extra",
+        [
+            {"baseUrl": "PROVIDER"},
+            {"url": "PROVIDER/user"},
+            {"verifyUrl": "PROVIDER"},
+            {"callback": "PROVIDER"},
+        ],
+    )
+    def test_url_like_members_are_refused_with_no_request(self, alice_api, provider_server, extra):
+        body = {"service": "github", "credentials": creds(api_key="k")}
+        body.update({k: v.replace("PROVIDER", provider_server.url) for k, v in extra.items()})
+        response = alice_api.raw("POST", "/api/v1/services/test", json.dumps(body))
+        assert_problem(response, 400, "invalid_request")
+        assert provider_server.requests == []
+
+    def test_url_like_service_and_entry_members_make_no_request(self, alice_api, provider_server):
+        for body in (
+            {"service": provider_server.url, "credentials": creds(api_key="k")},
+            {
+                "service": "github",
+                "credentials": [{"keyName": "api_key", "value": "k", "url": provider_server.url}],
+            },
+            {"service": "github", "credentials": creds(api_key="k", base_url=provider_server.url)},
+        ):
+            response = alice_api.raw("POST", "/api/v1/services/test", json.dumps(body))
+            assert response.status_code == 400
+        assert provider_server.requests == []
+
+    def test_custom_services_contact_nothing(self, alice_api, provider_server):
+        result = test_call(alice_api, "my-own-api", api_key="k", base_url=provider_server.url)
+        assert result == {"ok": True, "verified": False, "reason": "no_verifier"}
+        assert provider_server.requests == []
+
+    @pytest.mark.parametrize("value", ["line\nbreak", "tab\tinside", "caf\u00e9"])
+    def test_a_value_unsendable_in_a_header_is_rejected_unsent(
+        self, alice_api, provider_server, value
+    ):
+        assert test_call(alice_api, "github", api_key=value) == REJECTED
+        assert provider_server.requests == []
+
+
+class TestLogging:
+    def test_failures_log_no_url_value_or_exception_text(self, alice_api, settings, caplog):
+        key = marked()
+        settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": "http://127.0.0.1:9"})
+        with caplog.at_level(logging.DEBUG):
+            test_call(alice_api, "github", api_key=key)
+        text = caplog.text
+        assert key not in text
+        assert "127.0.0.1:9" not in text
+        assert "verification of github: provider_unavailable" in text
+
+
+class TestEngine:
+    def test_every_catalog_shape_with_a_check_verifies(self, provider_server):
+        """Each check of the first catalog reaches the server with its credential."""
+        for provider in catalog().values():
+            for shape in provider.shapes:
+                if shape.check is None:
+                    continue
+                provider_server.requests.clear()
+                provider_server.answer(200, {"ok": True})
+                fields = {name: Secret(marked(name)) for name in shape.required}
+                verdict = verification.verify(provider.id, fields)
+                assert verdict.reason == "accepted", provider.id
+                [request] = provider_server.requests
+                assert request.method == shape.check.method
+                assert request.path == shape.check.path
+                sent = json.dumps(request.headers)
+                assert all(f.reveal() in sent for f in fields.values()), provider.id
+
+    def test_the_first_catalog_holds_the_six_providers(self):
+        assert {"github", "gitlab", "openai", "anthropic", "stripe", "slack"} <= set(catalog())
