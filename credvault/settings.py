@@ -106,7 +106,13 @@ if env.bool("SECURE_PROXY_SSL_HEADER", default=False):
 SECURE_HSTS_SECONDS = env.int(
     "SECURE_HSTS_SECONDS", default=31_536_000 if SECURE_SSL_REDIRECT else 0
 )
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool(
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS", default=SECURE_HSTS_SECONDS > 0
+)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# Preloading a domain into browsers is hard to undo: the operator's decision, off by default
+# (README, "Production"). Django's reminder of it is therefore silenced.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
 SESSION_COOKIE_SECURE = SECURE_SSL_REDIRECT
 CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT
 SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
@@ -134,10 +134,8 @@ class _Watchdog:
 
     def _shutdown_all(self) -> None:
         for sock in self._sockets:
-            try:
+            with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def _fire(self) -> None:
         with self._lock:
@@ -184,7 +182,7 @@ class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool):
 
 
 class _WatchedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {
             "http": _WatchedHTTPPool,
@@ -305,7 +303,7 @@ def run_check(
             with response:
                 reason = _judge(check, response)
                 status = response.status_code
-        except Exception as exc:  # noqa: BLE001 - every failure is a reason, never a 500
+        except Exception as exc:
             reason = Reason.PROVIDER_UNAVAILABLE
             status = "timeout" if watchdog.fired else type(exc).__name__
         if watchdog.fired:

@@ -9,11 +9,11 @@ from django.core.exceptions import ImproperlyConfigured
 
 from providers.verification import BaseUrlError, parse_base_urls
 from services.api.throttling import RateError, parse_rate
-from services.crypto import KeyRingError, KeyRing
+from services.crypto import KeyRing, KeyRingError
 
 
 @register()
-def check_secret_key(app_configs, **kwargs):  # noqa: ANN001, ANN201
+def check_secret_key(app_configs, **kwargs):
     try:
         configured = bool(settings.SECRET_KEY)
     except ImproperlyConfigured:  # Django refuses to hand out an empty SECRET_KEY
@@ -30,7 +30,7 @@ def check_secret_key(app_configs, **kwargs):  # noqa: ANN001, ANN201
 
 
 @register()
-def check_encryption_keys(app_configs, **kwargs):  # noqa: ANN001, ANN201
+def check_encryption_keys(app_configs, **kwargs):
     try:
         KeyRing.parse(settings.CREDVAULT_ENCRYPTION_KEYS)
     except KeyRingError as exc:
@@ -46,7 +46,7 @@ def check_encryption_keys(app_configs, **kwargs):  # noqa: ANN001, ANN201
 
 
 @register()
-def check_provider_base_urls(app_configs, **kwargs):  # noqa: ANN001, ANN201
+def check_provider_base_urls(app_configs, **kwargs):
     try:
         parse_base_urls(settings.CREDVAULT_PROVIDER_BASE_URLS)
     except BaseUrlError as exc:
@@ -61,7 +61,7 @@ def check_provider_base_urls(app_configs, **kwargs):  # noqa: ANN001, ANN201
 
 
 @register()
-def check_limits(app_configs, **kwargs):  # noqa: ANN001, ANN201
+def check_limits(app_configs, **kwargs):
     errors = []
     for name in ("CREDVAULT_RATE_LIMIT", "CREDVAULT_TEST_RATE_LIMIT"):
         try:

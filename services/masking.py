@@ -44,5 +44,5 @@ class Secret:
     def __hash__(self) -> int:
         return hash(Secret)
 
-    def __reduce__(self):  # noqa: ANN204
+    def __reduce__(self):
         raise TypeError("a Secret cannot be pickled")

@@ -63,7 +63,7 @@ class ApiToken(models.Model):
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
 
-    def is_expired(self, now=None) -> bool:  # noqa: ANN001
+    def is_expired(self, now=None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())
 
 

@@ -41,7 +41,7 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 
 @pytest.fixture(autouse=True)
-def _test_settings(settings) -> Iterator[None]:  # noqa: ANN001
+def _test_settings(settings) -> Iterator[None]:
     settings.CREDVAULT_ENCRYPTION_KEYS = TEST_KEYS
     settings.CREDVAULT_PROVIDER_BASE_URLS = "{}"
     settings.CREDVAULT_VERIFY_TIMEOUT = 2.0
@@ -63,42 +63,42 @@ def _account_with_token(name: str) -> tuple:
 
 
 @pytest.fixture
-def alice_account_and_token(db):  # noqa: ANN001, ANN201
+def alice_account_and_token(db):
     return _account_with_token("alice")
 
 
 @pytest.fixture
-def bob_account_and_token(db):  # noqa: ANN001, ANN201
+def bob_account_and_token(db):
     return _account_with_token("bob")
 
 
 @pytest.fixture
-def alice(alice_account_and_token):  # noqa: ANN001, ANN201
+def alice(alice_account_and_token):
     return alice_account_and_token[0]
 
 
 @pytest.fixture
-def bob(bob_account_and_token):  # noqa: ANN001, ANN201
+def bob(bob_account_and_token):
     return bob_account_and_token[0]
 
 
 @pytest.fixture
-def alice_api(alice_account_and_token) -> Api:  # noqa: ANN001
+def alice_api(alice_account_and_token) -> Api:
     return Api(Client(raise_request_exception=False), alice_account_and_token[1])
 
 
 @pytest.fixture
-def bob_api(bob_account_and_token) -> Api:  # noqa: ANN001
+def bob_api(bob_account_and_token) -> Api:
     return Api(Client(raise_request_exception=False), bob_account_and_token[1])
 
 
 @pytest.fixture
-def anonymous_api(db) -> Api:  # noqa: ANN001
+def anonymous_api(db) -> Api:
     return Api(Client(raise_request_exception=False), None)
 
 
 @pytest.fixture
-def provider_server(settings) -> Iterator[ProviderServer]:  # noqa: ANN001
+def provider_server(settings) -> Iterator[ProviderServer]:
     """A local HTTP server standing in for every catalog provider."""
     server = ProviderServer().start()
     from providers.catalog import catalog

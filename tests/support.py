@@ -37,10 +37,10 @@ class Api:
         headers.update(extra or {})
         return headers
 
-    def list(self):  # noqa: ANN201
+    def list(self):
         return self.client.get("/api/v1/services", headers=self.headers())
 
-    def raw(self, method: str, path: str, body: bytes | str = b"", **kwargs: Any):  # noqa: ANN201
+    def raw(self, method: str, path: str, body: bytes | str = b"", **kwargs: Any):
         content_type = kwargs.pop("content_type", "application/json")
         # The test client leaves out Content-Type for an empty body; a real client does not.
         return self.client.generic(
@@ -52,31 +52,30 @@ class Api:
             CONTENT_TYPE=content_type,
         )
 
-    def store(self, service: str, credentials: list[dict[str, str]]):  # noqa: ANN201
+    def store(self, service: str, credentials: list[dict[str, str]]):
         body = json.dumps({"service": service, "credentials": credentials})
         return self.raw("PUT", "/api/v1/services/credentials", body)
 
-    def test(self, service: str, credentials: list[dict[str, str]]):  # noqa: ANN201
+    def test(self, service: str, credentials: list[dict[str, str]]):
         body = json.dumps({"service": service, "credentials": credentials})
         return self.raw("POST", "/api/v1/services/test", body)
 
-    def delete(self, service: str):  # noqa: ANN201
-        return self.client.delete(
-            f"/api/v1/services/credentials/{service}", headers=self.headers()
-        )
+    def delete(self, service: str):
+        return self.client.delete(f"/api/v1/services/credentials/{service}", headers=self.headers())
 
 
-def assert_problem(response, status: int, code: str) -> dict[str, Any]:  # noqa: ANN001
+def assert_problem(response, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status, response.content
     assert response["Content-Type"] == "application/problem+json"
     assert response["Cache-Control"] == "no-store"
     body = json.loads(response.content)
-    assert PROBLEM_KEYS <= set(body)
+    assert set(body) >= PROBLEM_KEYS
     assert set(body) - PROBLEM_KEYS <= {"errors"}
     assert body["type"] == "about:blank"
     assert body["status"] == status
     assert body["code"] == code
-    assert body["title"] and body["detail"]
+    assert body["title"]
+    assert body["detail"]
     assert b"Traceback" not in response.content
     return body
 
@@ -134,9 +133,9 @@ class ProviderServer:
                 else:
                     self.wfile.write(reply.body)
 
-            do_GET = do_POST = do_PUT = do_DELETE = _handle  # noqa: N815
+            do_GET = do_POST = do_PUT = do_DELETE = _handle
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -85,7 +85,7 @@ class TestAuthentication:
         response = Client().get("/api/v1/services", headers={"Authorization": f"bEaReR {token}"})
         assert response.status_code == 200
 
-    def _refusal(self, token: str):  # noqa: ANN202
+    def _refusal(self, token: str):
         response = Client().get("/api/v1/services", headers={"Authorization": f"Bearer {token}"})
         body = assert_problem(response, 401, "invalid_token")
         assert response["WWW-Authenticate"] == INVALID

@@ -30,7 +30,8 @@ class TestSealing:
         key_id, blob = keys.seal(secret, PLACE)
         assert key_id == "a"
         assert secret.reveal().encode() not in blob
-        assert blob[0] == 1 and len(blob) == 1 + 12 + len(secret.encode()) + 16
+        assert blob[0] == 1
+        assert len(blob) == 1 + 12 + len(secret.encode()) + 16
         assert keys.open(key_id, blob, PLACE, row="r") == secret
 
     def test_each_seal_uses_a_fresh_nonce(self):
@@ -96,7 +97,8 @@ class TestKeyRingParsing:
     def test_malformed_rings_are_refused_without_key_material(self, raw, message):
         with pytest.raises(KeyRingError, match=message) as raised:
             KeyRing.parse(raw)
-        assert KEY_A not in str(raised.value) and KEY_B not in str(raised.value)
+        assert KEY_A not in str(raised.value)
+        assert KEY_B not in str(raised.value)
 
     def test_repr_shows_ids_only(self):
         assert KEY_A not in repr(ring(f"a:{KEY_A}"))
@@ -118,9 +120,11 @@ class TestSecret:
 class TestStoredRows:
     def _field(self, alice_api, service: str, **values: str) -> CredentialField:
         alice_api.store(service, creds(**values))
-        return CredentialField.objects.get(connected_service__service=service, key_name=next(iter(values)))
+        return CredentialField.objects.get(
+            connected_service__service=service, key_name=next(iter(values))
+        )
 
-    def _open(self, field: CredentialField):  # noqa: ANN202
+    def _open(self, field: CredentialField):
         service = field.connected_service
         place = Place(service.account_id, service.service, field.key_name, service.generation)
         return key_ring().open(field.key_id, field.ciphertext, place, row=repr(field))
@@ -158,7 +162,8 @@ def test_reencrypt_rotates_every_value_and_keeps_it(alice_api, bob_api, settings
     out = StringIO()
     call_command("reencrypt", "--batch-size", "5", stdout=out)
     assert "16 value(s) to re-seal" in out.getvalue()
-    assert "re-sealed 5/16" in out.getvalue() and "re-sealed 16/16" in out.getvalue()
+    assert "re-sealed 5/16" in out.getvalue()
+    assert "re-sealed 16/16" in out.getvalue()
     assert set(CredentialField.objects.values_list("key_id", flat=True)) == {"new"}
 
     # The old key can now be dropped: everything opens with the new one alone.
@@ -189,7 +194,7 @@ def test_reencrypt_resumes_after_an_interruption(alice_api, settings, monkeypatc
     real = rotation.reencrypt_batch
     calls = {"n": 0}
 
-    def interrupted(**kwargs):  # noqa: ANN003, ANN202
+    def interrupted(**kwargs):
         calls["n"] += 1
         if calls["n"] == 2:
             raise KeyboardInterrupt
@@ -212,7 +217,9 @@ def test_reencrypt_stops_at_a_row_that_does_not_open(alice_api, settings):
     settings.CREDVAULT_ENCRYPTION_KEYS = f"old:{KEY_A}"
     alice_api.store("custom", creds(api_key="value"))
     field = CredentialField.objects.get()
-    CredentialField.objects.filter(pk=field.pk).update(ciphertext=bytes(field.ciphertext)[:-1] + b"\x00")
+    CredentialField.objects.filter(pk=field.pk).update(
+        ciphertext=bytes(field.ciphertext)[:-1] + b"\x00"
+    )
     settings.CREDVAULT_ENCRYPTION_KEYS = f"new:{KEY_B},old:{KEY_A}"
     with pytest.raises(CommandError, match=f"CredentialField|credential field {field.pk}"):
         call_command("reencrypt", stdout=StringIO())

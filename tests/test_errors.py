@@ -24,7 +24,9 @@ ENDPOINTS = {
 @pytest.mark.django_db
 class TestClientErrors:
     def test_400_malformed_json(self, alice_api):
-        assert_problem(alice_api.raw("PUT", "/api/v1/services/credentials", b"{"), 400, "malformed_json")
+        assert_problem(
+            alice_api.raw("PUT", "/api/v1/services/credentials", b"{"), 400, "malformed_json"
+        )
 
     def test_400_invalid_request_has_errors(self, alice_api):
         body = assert_problem(
@@ -109,7 +111,7 @@ class TestServerErrors:
     def test_500_is_generic_and_logs_no_message(self, alice_api, monkeypatch, caplog):
         secret = marked("exception")
 
-        def broken(**kwargs):  # noqa: ANN003, ANN202
+        def broken(**kwargs):
             raise RuntimeError(secret)
 
         monkeypatch.setattr(connections, "list_services", broken)
@@ -124,7 +126,7 @@ class TestServerErrors:
     def test_500_outside_the_api_is_problem_details(self, monkeypatch, db):
         from services.api import health
 
-        def broken(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        def broken(*args, **kwargs):
             raise RuntimeError("boom")
 
         monkeypatch.setattr(health, "JsonResponse", broken)
@@ -134,7 +136,7 @@ class TestServerErrors:
     def test_503_when_the_database_cannot_be_reached(self, alice_api, monkeypatch):
         from django.db.backends import utils
 
-        def refused(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        def refused(*args, **kwargs):
             raise OperationalError("connection refused")
 
         monkeypatch.setattr(utils.CursorWrapper, "execute", refused)

@@ -11,7 +11,10 @@ from services.models import ConnectedService, CredentialField
 from tests.support import assert_problem, creds
 
 SECRET = "MARKED-SECRET-input-4f1d"
-PATHS = {"store": ("PUT", "/api/v1/services/credentials"), "test": ("POST", "/api/v1/services/test")}
+PATHS = {
+    "store": ("PUT", "/api/v1/services/credentials"),
+    "test": ("POST", "/api/v1/services/test"),
+}
 
 
 def body(**members: object) -> bytes:
@@ -84,8 +87,20 @@ CASES = [
         "invalid_request",
         "baseUrl",
     ),
-    ("service-not-string", body(service=7, credentials=[entry()]), 400, "invalid_request", "service"),
-    ("credentials-object", body(service="a", credentials=entry()), 400, "invalid_request", "credentials"),
+    (
+        "service-not-string",
+        body(service=7, credentials=[entry()]),
+        400,
+        "invalid_request",
+        "service",
+    ),
+    (
+        "credentials-object",
+        body(service="a", credentials=entry()),
+        400,
+        "invalid_request",
+        "credentials",
+    ),
     ("credentials-empty", body(service="a", credentials=[]), 400, "invalid_request", "credentials"),
     (
         "credentials-21",
@@ -94,7 +109,13 @@ CASES = [
         "invalid_request",
         "credentials",
     ),
-    ("entry-not-object", body(service="a", credentials=["x"]), 400, "invalid_request", "credentials[0]"),
+    (
+        "entry-not-object",
+        body(service="a", credentials=["x"]),
+        400,
+        "invalid_request",
+        "credentials[0]",
+    ),
     (
         "entry-extra-url-member",
         body(service="a", credentials=[{**entry(), "url": "https://example.com"}]),
@@ -165,28 +186,48 @@ CASES = [
         "invalid_request",
         "credentials[0].value",
     ),
-    ("service-url", body(service="https://evil.example", credentials=[entry()]), 400, "invalid_service", "service"),
-    ("service-traversal", body(service="../etc", credentials=[entry()]), 400, "invalid_service", "service"),
+    (
+        "service-url",
+        body(service="https://evil.example", credentials=[entry()]),
+        400,
+        "invalid_service",
+        "service",
+    ),
+    (
+        "service-traversal",
+        body(service="../etc", credentials=[entry()]),
+        400,
+        "invalid_service",
+        "service",
+    ),
     ("service-empty", body(service="", credentials=[entry()]), 400, "invalid_service", "service"),
-    ("too-large", body(service="a", credentials=[entry(value="x" * 16_000)] * 5), 413, "payload_too_large", None),
+    (
+        "too-large",
+        body(service="a", credentials=[entry(value="x" * 16_000)] * 5),
+        413,
+        "payload_too_large",
+        None,
+    ),
 ]
 
 
 @pytest.fixture
-def existing(alice_api, alice):  # noqa: ANN001, ANN201
+def existing(alice_api, alice):
     """An earlier set that no refused request may touch."""
     assert alice_api.store("custom", creds(api_key="earlier")).status_code == 201
     return list(CredentialField.objects.values_list("pk", "ciphertext", "key_id"))
 
 
-def assert_untouched(existing: list) -> None:  # noqa: ANN001
+def assert_untouched(existing: list) -> None:
     assert list(CredentialField.objects.values_list("pk", "ciphertext", "key_id")) == existing
     assert list(ConnectedService.objects.values_list("service", "generation")) == [("custom", 1)]
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("operation", ["store", "test"])
-@pytest.mark.parametrize(("case", "raw", "status", "code", "field"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("case", "raw", "status", "code", "field"), CASES, ids=[c[0] for c in CASES]
+)
 def test_bad_body_is_refused_and_nothing_is_stored(
     alice_api, existing, operation, case, raw, status, code, field
 ):
@@ -214,7 +255,7 @@ def test_wrong_media_type_is_415(alice_api, existing, operation, content_type):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    "content_type", ["application/json; charset=utf-8", "Application/JSON; charset=\"UTF-8\""]
+    "content_type", ["application/json; charset=utf-8", 'Application/JSON; charset="UTF-8"']
 )
 def test_utf8_charset_parameter_is_accepted(alice_api, content_type):
     response = alice_api.raw(
@@ -228,7 +269,7 @@ def test_size_is_refused_before_the_body_is_read(alice_api, monkeypatch):
     """413 comes from Content-Length alone: the body is never read or parsed."""
     from django.core.handlers.wsgi import WSGIRequest
 
-    def never(self):  # noqa: ANN001, ANN202
+    def never(self):
         raise AssertionError("the body was read")
 
     monkeypatch.setattr(WSGIRequest, "body", property(never))
@@ -250,7 +291,9 @@ def test_body_of_exactly_64_kib_is_read(alice_api):
 @pytest.mark.django_db
 def test_every_error_of_a_body_is_reported_at_once(alice_api):
     raw = body(service=1, credentials=[entry("Bad"), entry(value=""), "x"], extra=True)
-    problem = assert_problem(alice_api.raw("PUT", "/api/v1/services/credentials", raw), 400, "invalid_request")
+    problem = assert_problem(
+        alice_api.raw("PUT", "/api/v1/services/credentials", raw), 400, "invalid_request"
+    )
     fields = {error["field"] for error in problem["errors"]}
     assert fields == {
         "extra",

@@ -21,19 +21,16 @@ REJECTED = {"ok": False, "verified": False, "reason": "rejected"}
 UNAVAILABLE = {"ok": False, "verified": False, "reason": "provider_unavailable"}
 
 
-def test_call(api, service="github", **values):  # noqa: ANN001, ANN003, ANN201
+def verdict_of(api, service="github", **values):
     response = api.test(service, creds(**values or {"api_key": "ghp_valid"}))
     assert response.status_code == 200, response.content
     return response.json()
 
 
-test_call.__test__ = False
-
-
 class TestWhatArrives:
     def test_github_gets_a_bearer_get_with_its_version_header(self, alice_api, provider_server):
         key = marked()
-        assert test_call(alice_api, "github", api_key=key) == ACCEPTED
+        assert verdict_of(alice_api, "github", api_key=key) == ACCEPTED
         [request] = provider_server.requests
         assert (request.method, request.path) == ("GET", "/user")
         assert request.headers["Authorization"] == f"Bearer {key}"
@@ -42,7 +39,7 @@ class TestWhatArrives:
 
     def test_gitlab_token_goes_in_private_token(self, alice_api, provider_server):
         key = marked()
-        test_call(alice_api, "gitlab", api_key=key)
+        verdict_of(alice_api, "gitlab", api_key=key)
         [request] = provider_server.requests
         assert (request.method, request.path) == ("GET", "/api/v4/user")
         assert request.headers["PRIVATE-TOKEN"] == key
@@ -50,59 +47,60 @@ class TestWhatArrives:
 
     def test_anthropic_gets_x_api_key_and_version(self, alice_api, provider_server):
         key = marked()
-        test_call(alice_api, "anthropic", api_key=key)
+        verdict_of(alice_api, "anthropic", api_key=key)
         [request] = provider_server.requests
         assert request.headers["x-api-key"] == key
         assert request.headers["anthropic-version"] == "2023-06-01"
 
     def test_oauth_shape_sends_the_access_token(self, alice_api, provider_server):
         token = marked()
-        test_call(alice_api, "github", access_token=token, refresh_token=marked())
+        verdict_of(alice_api, "github", access_token=token, refresh_token=marked())
         assert provider_server.requests[0].headers["Authorization"] == f"Bearer {token}"
 
     def test_nothing_is_stored(self, alice_api, provider_server):
         from services.models import ConnectedService, CredentialField
 
-        test_call(alice_api, "github", api_key="k")
-        assert not ConnectedService.objects.exists() and not CredentialField.objects.exists()
+        verdict_of(alice_api, "github", api_key="k")
+        assert not ConnectedService.objects.exists()
+        assert not CredentialField.objects.exists()
 
 
 class TestJudgement:
     @pytest.mark.parametrize("status", [200, 204])
     def test_2xx_is_accepted(self, alice_api, provider_server, status):
         provider_server.answer(status, b"")
-        assert test_call(alice_api) == ACCEPTED
+        assert verdict_of(alice_api) == ACCEPTED
 
     @pytest.mark.parametrize("status", [401, 403])
     def test_401_and_403_are_rejected(self, alice_api, provider_server, status):
         provider_server.answer(status, {"message": "Bad credentials"})
-        assert test_call(alice_api) == REJECTED
+        assert verdict_of(alice_api) == REJECTED
 
     @pytest.mark.parametrize("status", [429, 500, 502, 503, 400, 404])
     def test_429_5xx_and_other_answers_are_unavailable(self, alice_api, provider_server, status):
         provider_server.answer(status, {"error": "x"})
-        assert test_call(alice_api) == UNAVAILABLE
+        assert verdict_of(alice_api) == UNAVAILABLE
 
     def test_slack_counts_only_ok_true(self, alice_api, provider_server):
         provider_server.answer(200, {"ok": True, "user": "bot"})
-        assert test_call(alice_api, "slack", api_key="xoxb-1") == ACCEPTED
+        assert verdict_of(alice_api, "slack", api_key="xoxb-1") == ACCEPTED
         assert provider_server.requests[-1].method == "POST"
         assert provider_server.requests[-1].path == "/api/auth.test"
 
     def test_slack_ok_false_is_rejected(self, alice_api, provider_server):
         provider_server.answer(200, {"ok": False, "error": "invalid_auth"})
-        assert test_call(alice_api, "slack", api_key="xoxb-1") == REJECTED
+        assert verdict_of(alice_api, "slack", api_key="xoxb-1") == REJECTED
 
     @pytest.mark.parametrize(
         "body", [b"not json", b"[true]", json.dumps({"ok": "true"}).encode(), b'{"ok": 1}']
     )
     def test_slack_without_a_json_ok_true_is_not_accepted(self, alice_api, provider_server, body):
         provider_server.answer(200, body)
-        assert test_call(alice_api, "slack", api_key="xoxb-1")["verified"] is False
+        assert verdict_of(alice_api, "slack", api_key="xoxb-1")["verified"] is False
 
     def test_an_answer_over_64_kib_is_unavailable(self, alice_api, provider_server):
         provider_server.answer(200, json.dumps({"ok": True, "pad": "x" * 70_000}).encode())
-        assert test_call(alice_api, "slack", api_key="xoxb-1") == UNAVAILABLE
+        assert verdict_of(alice_api, "slack", api_key="xoxb-1") == UNAVAILABLE
 
     def test_the_providers_answer_is_never_passed_back(self, alice_api, provider_server):
         echo = marked("provider")
@@ -116,7 +114,7 @@ class TestRefusals:
         target = ProviderServer().start()
         try:
             provider_server.answer(302, b"", headers={"Location": f"{target.url}/steal"})
-            assert test_call(alice_api) == UNAVAILABLE
+            assert verdict_of(alice_api) == UNAVAILABLE
             assert len(provider_server.requests) == 1
             assert target.requests == []
         finally:
@@ -126,20 +124,22 @@ class TestRefusals:
         settings.CREDVAULT_VERIFY_TIMEOUT = 1.0
         provider_server.answer(hang=True)
         start = time.monotonic()
-        assert test_call(alice_api) == UNAVAILABLE
+        assert verdict_of(alice_api) == UNAVAILABLE
         assert elapsed(start) < 2.5
 
     def test_a_dripping_answer_is_cut_off_at_the_bound(self, alice_api, provider_server, settings):
         """Per-read timeouts never trip on one byte every 0.2 s; the whole-call bound does."""
         settings.CREDVAULT_VERIFY_TIMEOUT = 1.0
-        provider_server.answer(200, json.dumps({"ok": True, "p": "x" * 60}).encode(), drip_seconds=0.2)
+        provider_server.answer(
+            200, json.dumps({"ok": True, "p": "x" * 60}).encode(), drip_seconds=0.2
+        )
         start = time.monotonic()
-        assert test_call(alice_api, "slack", api_key="xoxb-1") == UNAVAILABLE
+        assert verdict_of(alice_api, "slack", api_key="xoxb-1") == UNAVAILABLE
         assert elapsed(start) < 2.5
 
     def test_a_refused_connection_is_unavailable(self, alice_api, settings):
         settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": "http://127.0.0.1:9"})
-        assert test_call(alice_api) == UNAVAILABLE
+        assert verdict_of(alice_api) == UNAVAILABLE
 
     def test_proxy_settings_of_the_environment_are_ignored(
         self, alice_api, provider_server, monkeypatch
@@ -150,7 +150,7 @@ class TestRefusals:
                 monkeypatch.setenv(name, proxy.url)
             monkeypatch.delenv("NO_PROXY", raising=False)
             monkeypatch.delenv("no_proxy", raising=False)
-            assert test_call(alice_api) == ACCEPTED
+            assert verdict_of(alice_api) == ACCEPTED
             assert proxy.requests == []
             assert len(provider_server.requests) == 1
         finally:
@@ -186,7 +186,7 @@ class TestRefusals:
         assert provider_server.requests == []
 
     def test_custom_services_contact_nothing(self, alice_api, provider_server):
-        result = test_call(alice_api, "my-own-api", api_key="k", base_url=provider_server.url)
+        result = verdict_of(alice_api, "my-own-api", api_key="k", base_url=provider_server.url)
         assert result == {"ok": True, "verified": False, "reason": "no_verifier"}
         assert provider_server.requests == []
 
@@ -194,7 +194,7 @@ class TestRefusals:
     def test_a_value_unsendable_in_a_header_is_rejected_unsent(
         self, alice_api, provider_server, value
     ):
-        assert test_call(alice_api, "github", api_key=value) == REJECTED
+        assert verdict_of(alice_api, "github", api_key=value) == REJECTED
         assert provider_server.requests == []
 
 
@@ -203,7 +203,7 @@ class TestLogging:
         key = marked()
         settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": "http://127.0.0.1:9"})
         with caplog.at_level(logging.DEBUG):
-            test_call(alice_api, "github", api_key=key)
+            verdict_of(alice_api, "github", api_key=key)
         text = caplog.text
         assert key not in text
         assert "127.0.0.1:9" not in text

@@ -63,11 +63,7 @@ class AccountTokenAuthentication(BaseAuthentication):
             return None
         if not tokens.is_well_formed(raw, tokens.ACCOUNT_KIND):
             raise InvalidToken()
-        token = (
-            ApiToken.objects.select_related("account")
-            .filter(digest=tokens.digest(raw))
-            .first()
-        )
+        token = ApiToken.objects.select_related("account").filter(digest=tokens.digest(raw)).first()
         now = timezone.now()
         if (
             token is None

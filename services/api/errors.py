@@ -13,8 +13,8 @@ import functools
 import json
 import logging
 import math
-from http import HTTPStatus
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -47,7 +47,9 @@ def problem_response(
     if errors:
         body["errors"] = errors
     response = HttpResponse(
-        json.dumps(body, ensure_ascii=False, separators=(",", ":")), status=status, content_type=PROBLEM_JSON
+        json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        status=status,
+        content_type=PROBLEM_JSON,
     )
     for name, value in (headers or {}).items():
         response[name] = value

@@ -21,7 +21,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 @safe_methods_only
-def readyz(request: HttpRequest):  # noqa: ANN201
+def readyz(request: HttpRequest):
     """Ready when the database answers and the key ring holds every key id in use."""
     try:
         ring_ids = key_ring().ids

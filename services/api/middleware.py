@@ -30,7 +30,7 @@ def request_id_for(request: HttpRequest) -> str:
 
 
 class RequestContextMiddleware:
-    def __init__(self, get_response) -> None:  # noqa: ANN001
+    def __init__(self, get_response) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:

@@ -138,9 +138,7 @@ def _entry_errors(index: int, entry: Any, seen: set[str]) -> list[dict]:
                 )
             )
         elif key_name in seen:
-            errors.append(
-                field_error(f"{where}.keyName", "duplicate", "keyNames must be unique.")
-            )
+            errors.append(field_error(f"{where}.keyName", "duplicate", "keyNames must be unique."))
         else:
             seen.add(key_name)
     if "value" in entry:
@@ -150,9 +148,7 @@ def _entry_errors(index: int, entry: Any, seen: set[str]) -> list[dict]:
             errors.append(field_error(f"{where}.value", "too_short", "Must not be empty."))
         elif len(value) > MAX_VALUE_CHARS:
             errors.append(
-                field_error(
-                    f"{where}.value", "too_long", f"At most {MAX_VALUE_CHARS} characters."
-                )
+                field_error(f"{where}.value", "too_long", f"At most {MAX_VALUE_CHARS} characters.")
             )
         elif "\x00" in value:
             errors.append(field_error(f"{where}.value", "invalid", "Must not contain NUL."))

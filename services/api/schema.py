@@ -55,7 +55,7 @@ class AccountTokenScheme(OpenApiAuthenticationExtension):
     target_class = "services.api.authentication.AccountTokenAuthentication"
     name = "accountToken"
 
-    def get_security_definition(self, auto_schema):  # noqa: ANN001, ANN201
+    def get_security_definition(self, auto_schema):
         return {
             "type": "http",
             "scheme": "bearer",

@@ -14,15 +14,15 @@ from services.models import KeyType
 
 class ConnectedServiceSerializer(serializers.Serializer):
     service = serializers.CharField(help_text="Normalized service identifier.")
-    connectedAt = serializers.DateTimeField(  # noqa: N815
+    connectedAt = serializers.DateTimeField(
         help_text="RFC 3339 UTC time of the most recent successful store, e.g. "
         "2026-11-21T09:30:12.345678Z."
     )
-    keyType = serializers.ChoiceField(choices=KeyType.values)  # noqa: N815
+    keyType = serializers.ChoiceField(choices=KeyType.values)
 
 
 class CredentialEntrySerializer(serializers.Serializer):
-    keyName = serializers.RegexField(  # noqa: N815
+    keyName = serializers.RegexField(
         r"^[a-z][a-z0-9_]{0,63}$", help_text="Lowercase snake case; `api_key` for an API key."
     )
     value = serializers.CharField(

@@ -43,7 +43,7 @@ class TokenRateThrottle(BaseThrottle):
     def __init__(self) -> None:
         self._wait = 0.0
 
-    def allow_request(self, request, view) -> bool:  # noqa: ANN001
+    def allow_request(self, request, view) -> bool:
         token = request.auth
         if token is None:
             return True

@@ -28,10 +28,10 @@ from services.models import ConnectedService
 class JSONOnlyNegotiation(BaseContentNegotiation):
     """Always JSON, whatever the Accept header says: no 406, no browsable API."""
 
-    def select_parser(self, request, parsers):  # noqa: ANN001, ANN201
+    def select_parser(self, request, parsers):
         return None
 
-    def select_renderer(self, request, renderers, format_suffix=None):  # noqa: ANN001, ANN201
+    def select_renderer(self, request, renderers, format_suffix=None):
         renderer = renderers[0]
         return renderer, renderer.media_type
 
@@ -58,7 +58,7 @@ class AccountAPIView(APIView):
     throttle_classes = [TokenRateThrottle]
     content_negotiation_class = JSONOnlyNegotiation
 
-    def initial(self, request: Request, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def initial(self, request: Request, *args, **kwargs) -> None:
         if request.method.lower() not in self.http_method_names:
             raise MethodNotAllowed(request.method)
         super().initial(request, *args, **kwargs)

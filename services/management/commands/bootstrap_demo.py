@@ -10,10 +10,10 @@ class Command(BaseCommand):
         "print one API token for it with a ready-to-paste curl line. Otherwise do nothing."
     )
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser) -> None:
         parser.add_argument("--base-url", default="http://127.0.0.1:8000")
 
-    def handle(self, *args, base_url: str, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, base_url: str, **options) -> None:
         if Account.objects.exists():
             self.stdout.write(
                 "Accounts exist already; issue a token with: "

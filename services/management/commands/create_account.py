@@ -6,10 +6,10 @@ from services.accounts import AccountError, create_account
 class Command(BaseCommand):
     help = "Create an account. The name follows the service-identifier rules."
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser) -> None:
         parser.add_argument("name")
 
-    def handle(self, *args, name: str, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, name: str, **options) -> None:
         try:
             account = create_account(name=name)
         except AccountError as exc:

@@ -10,5 +10,5 @@ class Command(BaseCommand):
     )
     requires_system_checks: list = []
 
-    def handle(self, *args, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, **options) -> None:
         self.stdout.write(generate_key_entry())

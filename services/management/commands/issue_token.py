@@ -11,14 +11,14 @@ class Command(BaseCommand):
         "TOKEN=$(python manage.py issue_token demo)."
     )
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser) -> None:
         parser.add_argument("account")
         parser.add_argument("--name", default="", help="A label shown by list_tokens.")
         parser.add_argument(
             "--expires-in", type=int, metavar="DAYS", help="Expire after this many days."
         )
 
-    def handle(self, *args, account: str, name: str, expires_in: int | None, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, account: str, name: str, expires_in: int | None, **options) -> None:
         if expires_in is not None and expires_in < 1:
             raise CommandError("--expires-in takes a whole number of days, 1 or more")
         try:

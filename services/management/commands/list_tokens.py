@@ -5,17 +5,17 @@ from services.accounts import AccountError, get_account
 from services.models import ApiToken
 
 
-def _when(moment) -> str:  # noqa: ANN001
+def _when(moment) -> str:
     return moment.strftime("%Y-%m-%d %H:%M") if moment else "-"
 
 
 class Command(BaseCommand):
     help = "List API tokens (prefixes only), of every account or of one."
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser) -> None:
         parser.add_argument("account", nargs="?")
 
-    def handle(self, *args, account: str | None, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, account: str | None, **options) -> None:
         tokens = ApiToken.objects.select_related("account").order_by("account__name", "created_at")
         if account:
             try:

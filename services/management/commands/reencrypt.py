@@ -11,10 +11,10 @@ class Command(BaseCommand):
         "When it reports 0 remaining, older keys can be removed from the key ring."
     )
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser) -> None:
         parser.add_argument("--batch-size", type=int, default=500)
 
-    def handle(self, *args, batch_size: int, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, batch_size: int, **options) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1")
         try:

@@ -6,10 +6,10 @@ from services.accounts import AccountError, revoke_token
 class Command(BaseCommand):
     help = "Revoke the API token with this display prefix (cvt_ and 8 characters)."
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser) -> None:
         parser.add_argument("prefix")
 
-    def handle(self, *args, prefix: str, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, prefix: str, **options) -> None:
         try:
             token = revoke_token(prefix=prefix)
         except AccountError as exc:

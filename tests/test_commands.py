@@ -1,0 +1,144 @@
+"""Management commands (CONTRACT 9): their output, and a clear error with a non-zero exit."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+
+from services.crypto import KeyRing
+from services.models import Account, ApiToken
+from tests.support import Api
+
+TOKEN = re.compile(r"cvt_[0-9A-Za-z]{46}")
+
+
+def run(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """Run manage.py as a user would, for the exit code."""
+    full_env = {**os.environ, **env}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=Path(settings.BASE_DIR),
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.django_db
+class TestAccountsAndTokens:
+    def test_create_account(self):
+        out, _ = run("create_account", "Acme Corp")
+        assert out.strip() == "created account acme-corp"
+        assert Account.objects.filter(name="acme-corp").exists()
+
+    def test_create_account_refuses_duplicates_and_bad_names(self):
+        run("create_account", "acme")
+        with pytest.raises(CommandError, match="exists already"):
+            run("create_account", "acme")
+        with pytest.raises(CommandError, match="account name"):
+            run("create_account", "a b/c")
+
+    def test_issue_token_prints_the_token_alone(self, alice):
+        out, err = run("issue_token", "alice", "--name", "ci")
+        assert TOKEN.fullmatch(out.strip())
+        assert out.count("\n") == 1
+        token = out.strip()
+        assert token not in err
+        assert token[:12] in err
+        assert Api(Client(), token).list().status_code == 200
+        assert ApiToken.objects.get(prefix=token[:12]).name == "ci"
+
+    def test_issue_token_with_expiry(self, alice):
+        out, _ = run("issue_token", "alice", "--expires-in", "7")
+        token = ApiToken.objects.get(prefix=out.strip()[:12])
+        days = (token.expires_at - token.created_at).total_seconds() / 86400
+        assert 6.99 < days <= 7.01
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (["nobody"], "no account named"),
+            (["alice", "--expires-in", "0"], "--expires-in"),
+        ],
+    )
+    def test_issue_token_errors(self, alice, args, message):
+        with pytest.raises(CommandError, match=message):
+            run("issue_token", *args)
+
+    def test_revoke_token(self, alice_api):
+        prefix = alice_api.token[:12]
+        out, _ = run("revoke_token", prefix)
+        assert out.strip() == f"revoked {prefix} of alice"
+        assert alice_api.list().status_code == 401
+
+    def test_revoke_unknown_prefix(self, db):
+        with pytest.raises(CommandError, match="no token with prefix"):
+            run("revoke_token", "cvt_00000000")
+
+    def test_list_tokens_shows_prefixes_and_status_only(self, alice_api, bob_api):
+        run("revoke_token", bob_api.token[:12])
+        out, _ = run("list_tokens")
+        assert alice_api.token[:12] in out
+        assert bob_api.token[:12] in out
+        assert alice_api.token not in out
+        assert bob_api.token not in out
+        for digest in ApiToken.objects.values_list("digest", flat=True):
+            assert digest not in out
+        lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+        assert lines[bob_api.token[:12]].endswith("revoked")
+        assert lines[alice_api.token[:12]].endswith("active")
+        only_alice, _ = run("list_tokens", "alice")
+        assert bob_api.token[:12] not in only_alice
+
+    def test_list_tokens_of_an_unknown_account(self, db):
+        with pytest.raises(CommandError, match="no account named"):
+            run("list_tokens", "nobody")
+
+    def test_bootstrap_demo_runs_once(self, db):
+        out, _ = run("bootstrap_demo")
+        token = TOKEN.search(out).group(0)
+        assert f"export TOKEN={token}" in out
+        assert 'curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8000/api/v1/services' in out
+        assert Api(Client(), token).list().status_code == 200
+        again, _ = run("bootstrap_demo")
+        assert TOKEN.search(again) is None
+        assert Account.objects.count() == 1
+
+
+def test_generate_key_prints_a_usable_entry():
+    out, _ = run("generate_key")
+    entry = out.strip()
+    ring = KeyRing.parse(entry)
+    assert ring.primary_id == entry.split(":")[0]
+    assert run("generate_key")[0].strip() != entry
+
+
+class TestExitCodes:
+    def test_a_refused_command_exits_non_zero_with_a_message(self):
+        result = manage("create_account", "a b/c")
+        assert result.returncode != 0
+        assert "account name" in result.stderr
+        assert "Traceback" not in result.stderr
+
+    def test_bad_option_exits_non_zero(self):
+        result = manage("issue_token", "demo", "--expires-in", "-3")
+        assert result.returncode != 0
+        assert "--expires-in" in result.stderr
