@@ -3,6 +3,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,33 @@ def _test_settings(settings) -> Iterator[None]:
     settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT = 100
     cache.clear()
     yield
+    cache.clear()
+
+
+def require_local_service(name: str, port: int) -> None:
+    """Skip a test whose service is not running here, except in CI (`.ci/run` sets
+    CREDVAULT_REQUIRE_SERVICES=1), where its absence is a failure."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        message = f"{name} is not running on 127.0.0.1:{port} (see README, 'Tests')"
+        if os.environ.get("CREDVAULT_REQUIRE_SERVICES") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture
+def redis_cache(settings):
+    """The default cache on a real Redis (database 15, flushed around the test)."""
+    require_local_service("Redis", 6379)
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:6379/15",
+        }
+    }
+    cache.clear()
+    yield cache
     cache.clear()
 
 

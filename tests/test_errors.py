@@ -96,6 +96,15 @@ class TestClientErrors:
         alice_api.delete("a")
         assert_problem(alice_api.list(), 429, "rate_limited")
 
+    def test_rate_limit_counts_on_redis_across_clients(self, alice_api, redis_cache, settings):
+        """On Redis every worker shares one count: a second cache client sees the first's."""
+        settings.CREDVAULT_RATE_LIMIT = "3/min"
+        for _ in range(3):
+            assert alice_api.list().status_code == 200
+        [key] = [k for k in _redis_keys() if k.startswith(b":1:credvault:rl:api:")]
+        assert _redis().get(key) == b"3"
+        assert_problem(alice_api.list(), 429, "rate_limited")
+
     def test_the_test_operation_has_its_own_tighter_limit(self, alice_api, settings):
         settings.CREDVAULT_TEST_RATE_LIMIT = "2/min"
         for _ in range(2):
@@ -104,6 +113,16 @@ class TestClientErrors:
         assert_problem(response, 429, "rate_limited")
         assert int(response["Retry-After"]) >= 1
         assert alice_api.list().status_code == 200
+
+
+def _redis():
+    import redis
+
+    return redis.Redis.from_url("redis://127.0.0.1:6379/15")
+
+
+def _redis_keys() -> list[bytes]:
+    return _redis().keys("*")
 
 
 @pytest.mark.django_db
