@@ -17,8 +17,8 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Mapping
+from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
@@ -126,11 +126,13 @@ class _Watchdog:
 
     def watch(self, sock: socket.socket) -> None:
         with self._lock:
-            if self._finished:
+            if self.fired or self._finished:
+                # Opened after the deadline (a name lookup that hung past it): the connection
+                # must carry nothing, so it ends before a byte of the request is sent.
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
                 return
             self._sockets.append(sock.dup())
-            if self.fired:
-                self._shutdown_all()
 
     def _shutdown_all(self) -> None:
         for sock in self._sockets:
@@ -190,23 +192,14 @@ class _WatchedAdapter(HTTPAdapter):
         }
 
 
-@contextmanager
-def _strict_session(deadline_seconds: float) -> Iterator[tuple[requests.Session, _Watchdog]]:
-    watchdog = _Watchdog(deadline_seconds)
-    token = _watchdog.set(watchdog)
+def _strict_session() -> requests.Session:
     session = requests.Session()
     session.trust_env = False  # no proxy, CA bundle or netrc from the environment
     session.max_redirects = 0
     adapter = _WatchedAdapter(max_retries=0)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
-    watchdog.start()
-    try:
-        yield session, watchdog
-    finally:
-        watchdog.finish()
-        session.close()
-        _watchdog.reset(token)
+    return session
 
 
 # --- building the request -------------------------------------------------------------------
@@ -276,10 +269,47 @@ def _judge(check: Check, response: requests.Response) -> Reason:
     return Reason.ACCEPTED if holds else Reason.REJECTED
 
 
+# How long after the deadline the caller waits for the exchange to unwind by itself.
+UNWIND_SECONDS = 0.25
+
+
+def _exchange(
+    check: Check, url: str, headers: dict[str, str], timeout: float, watchdog: _Watchdog
+) -> tuple[Reason, str]:
+    """The request and its judgement, on the verification thread: (reason, status for the log)."""
+    token = _watchdog.set(watchdog)
+    session = _strict_session()
+    try:
+        response = session.request(
+            check.method,
+            url,
+            headers=headers,
+            data=b"" if check.method == "POST" else None,
+            allow_redirects=False,
+            stream=True,
+            verify=True,
+            timeout=(timeout, timeout),
+        )
+        with response:
+            return _judge(check, response), str(response.status_code)
+    except Exception as exc:  # every failure is a reason, never a 500
+        return Reason.PROVIDER_UNAVAILABLE, type(exc).__name__
+    finally:
+        watchdog.finish()
+        session.close()
+        _watchdog.reset(token)
+
+
 def run_check(
     provider: catalog.Provider, check: Check, fields: Mapping[str, Revealable], timeout: float
 ) -> Reason:
-    """Send the check's one request and judge the answer. Never raises for network trouble."""
+    """Send the check's one request and judge the answer within `timeout` seconds.
+
+    The exchange runs on its own thread so that nothing can hold the caller past the deadline,
+    not even a name lookup (which no socket timeout interrupts). At the deadline the watchdog
+    shuts the exchange's sockets down and the caller answers `provider_unavailable`.
+    Never raises for network trouble.
+    """
     try:
         headers = _headers(check, fields)
     except _Unsendable:
@@ -288,26 +318,20 @@ def run_check(
         return Reason.REJECTED
     url = base_url_for(provider).rstrip("/") + check.path
     started = time.monotonic()
-    with _strict_session(timeout) as (session, watchdog):
-        try:
-            response = session.request(
-                check.method,
-                url,
-                headers=headers,
-                data=b"" if check.method == "POST" else None,
-                allow_redirects=False,
-                stream=True,
-                verify=True,
-                timeout=(timeout, timeout),
-            )
-            with response:
-                reason = _judge(check, response)
-                status = response.status_code
-        except Exception as exc:
-            reason = Reason.PROVIDER_UNAVAILABLE
-            status = "timeout" if watchdog.fired else type(exc).__name__
-        if watchdog.fired:
-            reason, status = Reason.PROVIDER_UNAVAILABLE, "timeout"
+    watchdog = _Watchdog(timeout)
+    outcome: list[tuple[Reason, str]] = []
+    worker = threading.Thread(
+        target=lambda: outcome.append(_exchange(check, url, headers, timeout, watchdog)),
+        name=f"credvault-verify-{provider.id}",
+        daemon=True,
+    )
+    watchdog.start()
+    worker.start()
+    worker.join(timeout + UNWIND_SECONDS)
+    if outcome and not watchdog.fired:
+        reason, status = outcome[0]
+    else:
+        reason, status = Reason.PROVIDER_UNAVAILABLE, "timeout"
     logger.info(
         "verification of %s: %s (%s) in %.0f ms",
         provider.id,

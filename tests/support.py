@@ -80,6 +80,11 @@ def assert_problem(response, status: int, code: str) -> dict[str, Any]:
     return body
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client closing a kept-alive connection is normal here, not worth a traceback."""
+
+
 @dataclass
 class Recorded:
     method: str
@@ -138,7 +143,7 @@ class ProviderServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(

@@ -137,6 +137,27 @@ class TestRefusals:
         assert verdict_of(alice_api, "slack", api_key="xoxb-1") == UNAVAILABLE
         assert elapsed(start) < 2.5
 
+    def test_a_name_lookup_that_hangs_is_cut_off_and_sends_nothing_late(
+        self, alice_api, provider_server, settings, monkeypatch
+    ):
+        """No socket timeout interrupts a name lookup; the call still returns at the bound,
+        and the connection made after it carries no request."""
+        import socket
+
+        real = socket.getaddrinfo
+        settings.CREDVAULT_VERIFY_TIMEOUT = 1.0
+
+        def slow_lookup(*args, **kwargs):
+            time.sleep(2.0)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(socket, "getaddrinfo", slow_lookup)
+        start = time.monotonic()
+        assert verdict_of(alice_api) == UNAVAILABLE
+        assert elapsed(start) < 2.0
+        time.sleep(1.5)  # past the lookup: the late connection is made and shut at once
+        assert provider_server.requests == []
+
     def test_a_refused_connection_is_unavailable(self, alice_api, settings):
         settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": "http://127.0.0.1:9"})
         assert verdict_of(alice_api) == UNAVAILABLE
