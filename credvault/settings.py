@@ -48,6 +48,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "credvault.urls"
+CSRF_FAILURE_VIEW = "services.api.errors.csrf_failure"
 WSGI_APPLICATION = "credvault.wsgi.application"
 APPEND_SLASH = False
 

@@ -54,6 +54,17 @@ class TestClientErrors:
         response = alice_api.raw(method, path)
         assert_problem(response, 404, "not_found")
 
+    def test_400_for_a_disallowed_host(self, db):
+        response = Client(raise_request_exception=False).get(
+            "/api/v1/services", headers={"Host": "evil.example"}
+        )
+        assert_problem(response, 400, "invalid_request")
+
+    def test_403_for_a_failed_csrf_check_is_problem_details(self, db):
+        client = Client(enforce_csrf_checks=True)
+        response = client.post("/admin/login/", {"username": "x", "password": "y"})
+        assert_problem(response, 403, "forbidden")
+
     def test_404_service_not_connected(self, alice_api):
         assert_problem(alice_api.delete("github"), 404, "service_not_connected")
 

@@ -96,6 +96,13 @@ class TestSchemaAndDocs:
                 assert "application/problem+json" in responses[code]["content"]
         assert "Retry-After" in paths["/api/v1/services"]["get"]["responses"]["429"]["headers"]
 
+    def test_schema_validates_without_warnings(self, tmp_path):
+        from django.core.management import call_command
+
+        target = tmp_path / "schema.yaml"
+        call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target))
+        assert "operationId: store_credentials" in target.read_text()
+
     def test_docs_are_served_from_local_assets(self):
         response = Client().get("/api/docs")
         assert response.status_code == 200

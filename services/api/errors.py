@@ -141,6 +141,11 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
     return problem_response(403, "forbidden", "The request is not allowed.")
 
 
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: only the admin's forms use CSRF; the API has no cookie auth."""
+    return problem_response(403, "forbidden", "The form's CSRF check failed; reload the page.")
+
+
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     return problem_response(404, "not_found", "There is nothing at this path.")
 
