@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from providers import catalog, verification
@@ -109,13 +108,13 @@ def _store_once(*, account: Account, credentials: CredentialSet) -> tuple[Connec
                 generation=1,
             )
         else:
+            # The row is locked (on SQLite the IMMEDIATE transaction holds the write lock), so
+            # the generation read above is current.
             connected.fields.all().delete()
             connected.generation += 1
             connected.key_type = credentials.key_type
             connected.connected_at = now
-            ConnectedService.objects.filter(pk=connected.pk).update(
-                generation=F("generation") + 1, key_type=credentials.key_type, connected_at=now
-            )
+            connected.save(update_fields=["generation", "key_type", "connected_at"])
         ring = key_ring()
         rows = []
         for key_name, value in credentials.fields:
