@@ -25,7 +25,28 @@ _KEY_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,64}")
 KEY_TYPES = ("api_key", "oauth")
 METHODS = ("GET", "POST")
-AUTH_TYPES = ("bearer", "header", "basic")
+AUTH_TYPES = ("bearer", "header", "basic", "url")
+CATEGORIES = ("ai", "developer", "messaging", "commerce", "identity", "productivity")
+PER_CUSTOMER = "per_customer"
+OAUTH_MARKERS = frozenset({"access_token", "refresh_token"})
+# The optional keyNames of an OAuth shape that names none.
+OAUTH_OPTIONAL = frozenset(
+    {"refresh_token", "token_type", "expires_at", "scope", "client_id", "client_secret", "id_token"}
+)
+PROVIDER_KEYS = {"id", "name", "category", "base_url", "host", "base_url_example", "note", "shapes"}
+CHECK_KEYS = {
+    "method",
+    "path",
+    "auth",
+    "headers",
+    "accept_json",
+    "body",
+    "content_type",
+    "read_only",
+    "credential_in_url",
+    "docs",
+}
+_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]{0,63})\}")
 
 
 class CatalogError(ImproperlyConfigured):
@@ -34,13 +55,16 @@ class CatalogError(ImproperlyConfigured):
 
 @dataclass(frozen=True)
 class Auth:
-    """Where the credential goes: `bearer`, a named `header` with a prefix, or `basic`."""
+    """Where the credential goes: `bearer`, a named `header` with a prefix, `basic` (from
+    named fields, or a fixed username and a field), or `url` (in the path: flagged checks only).
+    """
 
     type: str
     field: str = ""
     header: str = ""
     prefix: str = ""
     username: str = ""
+    username_value: str = ""
     password: str = ""
 
     @property
@@ -51,13 +75,37 @@ class Auth:
 
 
 @dataclass(frozen=True)
+class JsonCondition:
+    """A 2xx counts only when the JSON member at `member` (dotted path) equals `equals`, or,
+    with `present`, exists and is not null."""
+
+    member: str
+    equals: Any = None
+    present: bool = False
+
+    def holds(self, document: Any) -> bool:
+        value = document
+        for step in self.member.split("."):
+            if not isinstance(value, dict) or step not in value:
+                return False
+            value = value[step]
+        if self.present:
+            return value is not None
+        return value == self.equals and type(value) is type(self.equals)
+
+
+@dataclass(frozen=True)
 class Check:
     method: str
     path: str
     auth: Auth
     headers: Mapping[str, str]
     docs: str
-    accept_json: tuple[str, Any] | None = None
+    accept_json: JsonCondition | None = None
+    body: str | None = None
+    content_type: str = "application/json"
+    read_only: str = ""
+    credential_in_url: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,10 +131,20 @@ class ShapeMatch:
 
 @dataclass(frozen=True)
 class Provider:
+    """A provider. `base_url` is None for a per-customer host (a shop's or a site's own
+    domain): its checks run only against a base URL the operator configured server-side."""
+
     id: str
     name: str
-    base_url: str
+    category: str
+    base_url: str | None
     shapes: tuple[Shape, ...] = field(default_factory=tuple)
+    base_url_example: str = ""
+    note: str = ""
+
+    @property
+    def per_customer(self) -> bool:
+        return self.base_url is None
 
     def match(self, key_names: Iterable[str]) -> ShapeMatch:
         names = frozenset(key_names)
@@ -106,6 +164,13 @@ class Provider:
 
 def _fail(where: str, message: str) -> CatalogError:
     return CatalogError(f"{CATALOG_PATH.name}: {where}: {message}")
+
+
+def _only(entry: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    """A key the format does not know is an error (a typo would otherwise drop a rule)."""
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise _fail(where, f"unknown key `{unknown[0]}`")
 
 
 def _str(entry: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str:
@@ -128,12 +193,22 @@ def _parse_auth(raw: Any, where: str) -> Auth:
     if not isinstance(raw, dict) or raw.get("type") not in AUTH_TYPES:
         raise _fail(where, f"`auth.type` must be one of {', '.join(AUTH_TYPES)}")
     kind = raw["type"]
+    _only(
+        raw,
+        {"type", "username", "username_value", "password"}
+        if kind == "basic"
+        else {"type", "name", "field", "prefix"},
+        f"{where} auth",
+    )
     if kind == "basic":
-        return Auth(
-            type=kind,
-            username=_str(raw, "username", f"{where} auth"),
-            password=_str(raw, "password", f"{where} auth", required=False),
-        )
+        username = _str(raw, "username", f"{where} auth", required=False)
+        username_value = _str(raw, "username_value", f"{where} auth", required=False)
+        password = _str(raw, "password", f"{where} auth", required=False)
+        if bool(username) == bool(username_value):
+            raise _fail(where, "basic `auth` takes `username` (a keyName) or `username_value`")
+        if username_value and not password:
+            raise _fail(where, "basic `auth` with `username_value` needs `password`")
+        return Auth(type=kind, username=username, username_value=username_value, password=password)
     header = ""
     if kind == "header":
         header = _str(raw, "name", f"{where} auth")
@@ -147,12 +222,30 @@ def _parse_auth(raw: Any, where: str) -> Auth:
     )
 
 
+def _parse_condition(raw: Any, where: str) -> JsonCondition | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("member"), str):
+        raise _fail(where, "`check.accept_json` must name a `member`")
+    if set(raw) == {"member", "equals"}:
+        return JsonCondition(raw["member"], equals=raw["equals"])
+    if set(raw) == {"member", "present"} and raw["present"] is True:
+        return JsonCondition(raw["member"], present=True)
+    raise _fail(where, "`check.accept_json` takes `member` with `equals` or `present = true`")
+
+
 def _parse_check(raw: Any, where: str, known: frozenset[str]) -> Check:
     if not isinstance(raw, dict):
         raise _fail(where, "`check` must be a table")
+    _only(raw, CHECK_KEYS, f"{where} check")
     method = raw.get("method")
     if method not in METHODS:
         raise _fail(where, f"`check.method` must be one of {', '.join(METHODS)}")
+    read_only = _str(raw, "read_only", where, required=False)
+    if method == "POST" and not read_only:
+        raise _fail(
+            where, "a POST check needs `read_only`: why the documented call changes nothing"
+        )
     path = _str(raw, "path", where)
     if not path.startswith("/") or "?" in path or "#" in path:
         raise _fail(where, "`check.path` must start with / and hold no query or fragment")
@@ -160,18 +253,28 @@ def _parse_check(raw: Any, where: str, known: frozenset[str]) -> Check:
     for name in auth.fields:
         if name not in known:
             raise _fail(where, f"`auth` uses keyName {name!r}, which the shape does not name")
+    in_url = raw.get("credential_in_url", False)
+    if not isinstance(in_url, bool):
+        raise _fail(where, "`check.credential_in_url` must be true or false")
+    placeholders = _PLACEHOLDER.findall(path)
+    if (auth.type == "url" or placeholders) and not in_url:
+        raise _fail(where, "a credential in the path must be flagged with `credential_in_url`")
+    if in_url and (auth.type != "url" or placeholders != [auth.field]):
+        raise _fail(where, "`credential_in_url` takes `auth.type = url` and its one placeholder")
+    if "{" in _PLACEHOLDER.sub("", path) or "}" in _PLACEHOLDER.sub("", path):
+        raise _fail(where, "`check.path` holds a malformed placeholder")
     headers = raw.get("headers", {})
     if not isinstance(headers, dict) or not all(
-        isinstance(k, str) and _HEADER_NAME.fullmatch(k) and isinstance(v, str)
+        isinstance(k, str)
+        and _HEADER_NAME.fullmatch(k)
+        and k.lower() != "authorization"
+        and isinstance(v, str)
         for k, v in headers.items()
     ):
-        raise _fail(where, "`check.headers` must map header names to strings")
-    accept = raw.get("accept_json")
-    accept_json = None
-    if accept is not None:
-        if not isinstance(accept, dict) or set(accept) != {"member", "equals"}:
-            raise _fail(where, "`check.accept_json` must be { member = ..., equals = ... }")
-        accept_json = (_str(accept, "member", where), accept["equals"])
+        raise _fail(where, "`check.headers` must map header names (not Authorization) to strings")
+    body = raw.get("body")
+    if body is not None and (method != "POST" or not isinstance(body, str)):
+        raise _fail(where, "`check.body` is a string, for POST checks only")
     docs = _str(raw, "docs", where)
     if urlsplit(docs).scheme != "https":
         raise _fail(where, "`check.docs` must be an https URL")
@@ -181,8 +284,36 @@ def _parse_check(raw: Any, where: str, known: frozenset[str]) -> Check:
         auth=auth,
         headers=dict(headers),
         docs=docs,
-        accept_json=accept_json,
+        accept_json=_parse_condition(raw.get("accept_json"), where),
+        body=body,
+        content_type=_str(raw, "content_type", where, required=False) or "application/json",
+        read_only=read_only,
+        credential_in_url=in_url,
     )
+
+
+def _parse_shape(raw: Any, where: str) -> Shape:
+    if not isinstance(raw, dict) or raw.get("key_type") not in KEY_TYPES:
+        raise _fail(where, f"`key_type` must be one of {', '.join(KEY_TYPES)}")
+    _only(raw, {"key_type", "required", "optional", "check"}, where)
+    key_type = raw["key_type"]
+    required = _key_names(raw, "required", where)
+    if not required:
+        raise _fail(where, "`required` must name at least one keyName")
+    if "optional" in raw:
+        optional = _key_names(raw, "optional", where)
+    else:
+        optional = OAUTH_OPTIONAL - required if key_type == "oauth" else frozenset()
+    # The keyType shown for a stored set follows from its keyNames (CONTRACT 3): a shape's
+    # declared keyType must be the one its sets get.
+    if key_type == "oauth" and not OAUTH_MARKERS & required:
+        raise _fail(where, "an oauth shape requires access_token or refresh_token")
+    if key_type == "api_key" and OAUTH_MARKERS & (required | optional):
+        raise _fail(where, "an api_key shape names no access_token or refresh_token")
+    check = None
+    if "check" in raw:
+        check = _parse_check(raw["check"], where, required | optional)
+    return Shape(key_type, required, optional, check)
 
 
 def _parse_provider(raw: Any, position: int) -> Provider:
@@ -193,28 +324,47 @@ def _parse_provider(raw: Any, position: int) -> Provider:
     if not _ID.fullmatch(provider_id):
         raise _fail(where, "`id` must be a normalized service identifier")
     where = f"provider {provider_id!r}"
+    _only(raw, PROVIDER_KEYS, where)
     name = _str(raw, "name", where)
-    base_url = _str(raw, "base_url", where)
-    parts = urlsplit(base_url)
-    if parts.scheme != "https" or not parts.hostname or parts.query or parts.username:
-        raise _fail(where, "`base_url` must be a fixed https URL without query or user info")
+    category = raw.get("category")
+    if category not in CATEGORIES:
+        raise _fail(where, f"`category` must be one of {', '.join(CATEGORIES)}")
+    host = raw.get("host", "fixed")
+    base_url: str | None
+    if host == PER_CUSTOMER:
+        if "base_url" in raw:
+            raise _fail(where, "a per-customer host has no fixed `base_url`")
+        base_url = None
+    elif host == "fixed":
+        base_url = _str(raw, "base_url", where)
+        parts = urlsplit(base_url)
+        if (
+            parts.scheme != "https"
+            or not parts.hostname
+            or parts.query
+            or parts.fragment
+            or parts.username
+            or "{" in base_url
+        ):
+            raise _fail(where, "`base_url` must be a fixed https URL without query or user info")
+    else:
+        raise _fail(where, f"`host` must be fixed or {PER_CUSTOMER}")
     raw_shapes = raw.get("shapes")
     if not isinstance(raw_shapes, list) or not raw_shapes:
         raise _fail(where, "`shapes` must list at least one credential shape")
-    shapes = []
-    for index, raw_shape in enumerate(raw_shapes):
-        shape_where = f"{where} shapes[{index}]"
-        if not isinstance(raw_shape, dict) or raw_shape.get("key_type") not in KEY_TYPES:
-            raise _fail(shape_where, f"`key_type` must be one of {', '.join(KEY_TYPES)}")
-        required = _key_names(raw_shape, "required", shape_where)
-        optional = _key_names(raw_shape, "optional", shape_where)
-        if not required:
-            raise _fail(shape_where, "`required` must name at least one keyName")
-        check = None
-        if "check" in raw_shape:
-            check = _parse_check(raw_shape["check"], shape_where, required | optional)
-        shapes.append(Shape(raw_shape["key_type"], required, optional, check))
-    return Provider(id=provider_id, name=name, base_url=base_url, shapes=tuple(shapes))
+    shapes = tuple(
+        _parse_shape(raw_shape, f"{where} shapes[{index}]")
+        for index, raw_shape in enumerate(raw_shapes)
+    )
+    return Provider(
+        id=provider_id,
+        name=name,
+        category=category,
+        base_url=base_url,
+        shapes=shapes,
+        base_url_example=_str(raw, "base_url_example", where, required=False),
+        note=_str(raw, "note", where, required=False),
+    )
 
 
 def parse_catalog(text: str) -> dict[str, Provider]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from typing import Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import requests
 import urllib3
@@ -96,10 +96,17 @@ def parse_base_urls(raw: str) -> Mapping[str, str]:
     return dict(data)
 
 
-def base_url_for(provider: catalog.Provider) -> str:
+def base_url_for(provider: catalog.Provider) -> str | None:
+    """The base URL to verify against: the server-side override, else the catalog's fixed
+    one; None for a per-customer host that the operator has not configured."""
     return parse_base_urls(settings.CREDVAULT_PROVIDER_BASE_URLS).get(
         provider.id, provider.base_url
     )
+
+
+def can_verify(provider: catalog.Provider, shape: catalog.Shape) -> bool:
+    """Whether a set of this shape gets a real check here (else `no_verifier`)."""
+    return shape.check is not None and base_url_for(provider) is not None
 
 
 # --- the whole-call deadline ----------------------------------------------------------------
@@ -218,16 +225,28 @@ def _header_safe(value: str) -> str:
 def _headers(check: Check, fields: Mapping[str, Revealable]) -> dict[str, str]:
     headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
     headers.update(check.headers)
+    if check.body is not None:
+        headers["Content-Type"] = check.content_type
     auth = check.auth
     if auth.type == "bearer":
         headers["Authorization"] = "Bearer " + _header_safe(fields[auth.field].reveal())
     elif auth.type == "header":
         headers[auth.header] = auth.prefix + _header_safe(fields[auth.field].reveal())
-    else:
+    elif auth.type == "basic":
+        username = fields[auth.username].reveal() if auth.username else auth.username_value
         password = fields[auth.password].reveal() if auth.password in fields else ""
-        pair = f"{fields[auth.username].reveal()}:{password}".encode()
+        pair = f"{username}:{password}".encode()
         headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
     return headers
+
+
+def _path(check: Check, fields: Mapping[str, Revealable]) -> str:
+    """The check's path; a flagged check carries its credential in it (Telegram's bot token),
+    percent-encoded and never logged."""
+    if not check.credential_in_url:
+        return check.path
+    value = _header_safe(fields[check.auth.field].reveal())
+    return check.path.replace("{" + check.auth.field + "}", quote(value, safe=":"))
 
 
 def _read_limited(response: requests.Response) -> bytes | None:
@@ -241,19 +260,6 @@ def _read_limited(response: requests.Response) -> bytes | None:
     return b"".join(chunks)
 
 
-def _json_condition_holds(body: bytes | None, member: str, expected: object) -> bool | None:
-    """True or False by the member's value; None when the body is not a JSON object."""
-    if body is None:
-        return None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    return member in data and data[member] == expected and type(data[member]) is type(expected)
-
-
 def _judge(check: Check, response: requests.Response) -> Reason:
     status = response.status_code
     if status in (401, 403):
@@ -263,10 +269,14 @@ def _judge(check: Check, response: requests.Response) -> Reason:
         return Reason.PROVIDER_UNAVAILABLE
     if check.accept_json is None:
         return Reason.ACCEPTED
-    holds = _json_condition_holds(_read_limited(response), *check.accept_json)
-    if holds is None:
+    body = _read_limited(response)
+    try:
+        document = json.loads(body) if body is not None else None
+    except ValueError:
+        document = None
+    if not isinstance(document, dict):
         return Reason.PROVIDER_UNAVAILABLE
-    return Reason.ACCEPTED if holds else Reason.REJECTED
+    return Reason.ACCEPTED if check.accept_json.holds(document) else Reason.REJECTED
 
 
 # How long after the deadline the caller waits for the exchange to unwind by itself.
@@ -280,11 +290,12 @@ def _exchange(
     token = _watchdog.set(watchdog)
     session = _strict_session()
     try:
+        body = check.body.encode() if check.body is not None else b""
         response = session.request(
             check.method,
             url,
             headers=headers,
-            data=b"" if check.method == "POST" else None,
+            data=body if check.method == "POST" else None,
             allow_redirects=False,
             stream=True,
             verify=True,
@@ -310,13 +321,16 @@ def run_check(
     shuts the exchange's sockets down and the caller answers `provider_unavailable`.
     Never raises for network trouble.
     """
+    base_url = base_url_for(provider)
+    if base_url is None:
+        return Reason.NO_VERIFIER
     try:
         headers = _headers(check, fields)
+        url = base_url.rstrip("/") + _path(check, fields)
     except _Unsendable:
         # No provider accepts a credential that cannot be sent; nothing is sent.
         logger.info("verification of %s: value not sendable in a header", provider.id)
         return Reason.REJECTED
-    url = base_url_for(provider).rstrip("/") + check.path
     started = time.monotonic()
     watchdog = _Watchdog(timeout)
     outcome: list[tuple[Reason, str]] = []
@@ -351,7 +365,7 @@ def verify(provider_id: str, fields: Mapping[str, Revealable]) -> Verdict:
     if provider is None:
         return Verdict(Reason.NO_VERIFIER)
     shape = provider.match(fields).shape
-    if shape is None or shape.check is None:
+    if shape is None or not can_verify(provider, shape):
         return Verdict(Reason.NO_VERIFIER)
     timeout = float(settings.CREDVAULT_VERIFY_TIMEOUT)
     return Verdict(run_check(provider, shape.check, fields, timeout))

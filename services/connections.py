@@ -19,6 +19,7 @@ from services.exceptions import (
     InvalidService,
     ServiceLimitReached,
     ServiceNotConnected,
+    VerificationFailed,
     field_error,
 )
 from services.identifiers import InvalidIdentifier, key_type_for, normalize_service
@@ -143,6 +144,21 @@ def store_credentials(
         return _store_once(account=account, credentials=credentials)
     except IntegrityError:
         return _store_once(account=account, credentials=credentials)
+
+
+def store_verified_credentials(
+    *, account: Account, credentials: CredentialSet
+) -> tuple[ConnectedService, bool]:
+    """Verify-on-store: store only what the provider accepts at its check, else raise
+    VerificationFailed with the reason and store nothing.
+
+    The provider is asked before the transaction opens, so that no lock is held during the
+    network call; the store itself is the same atomic replacement as `store_credentials`.
+    """
+    verdict = verify_credentials(credentials=credentials)
+    if not verdict.verified:
+        raise VerificationFailed(verdict.reason.value)
+    return store_credentials(account=account, credentials=credentials)
 
 
 def remove_service(*, account: Account, service: str) -> None:

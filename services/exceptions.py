@@ -20,10 +20,13 @@ class ProblemError(APIException):
         *,
         errors: list[dict[str, str]] | None = None,
         headers: dict[str, str] | None = None,
+        extra: dict[str, str] | None = None,
     ) -> None:
         super().__init__(detail or self.default_detail, self.default_code)
         self.errors = errors
         self.headers = headers or {}
+        # Further members of the problem document (RFC 9457 extensions), such as `reason`.
+        self.extra = extra or {}
 
 
 def field_error(field: str, code: str, message: str) -> dict[str, str]:
@@ -68,6 +71,18 @@ class ServiceLimitReached(ProblemError):
     status_code = status.HTTP_409_CONFLICT
     default_code = "service_limit_reached"
     default_detail = "The account has reached its limit of connected services."
+
+
+class VerificationFailed(ProblemError):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = "verification_failed"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"The provider did not accept the credentials ({reason}); nothing was stored and "
+            "any earlier set is unchanged.",
+            extra={"reason": reason},
+        )
 
 
 class PayloadTooLarge(ProblemError):

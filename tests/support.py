@@ -70,7 +70,8 @@ def assert_problem(response, status: int, code: str) -> dict[str, Any]:
     assert response["Cache-Control"] == "no-store"
     body = json.loads(response.content)
     assert set(body) >= PROBLEM_KEYS
-    assert set(body) - PROBLEM_KEYS <= {"errors"}
+    extensions = {"errors"} | ({"reason"} if code == "verification_failed" else set())
+    assert set(body) - PROBLEM_KEYS <= extensions
     assert body["type"] == "about:blank"
     assert body["status"] == status
     assert body["code"] == code

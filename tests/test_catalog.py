@@ -1,15 +1,37 @@
-"""The provider catalog data file: validated at load, with errors naming entry and field."""
+"""The provider catalog: validated at load, held to the catalog rules, and every check proven
+against a real HTTP server on 127.0.0.1 without a test written per provider."""
 
 from __future__ import annotations
 
-import pytest
+import base64
+import json
+import logging
+from pathlib import Path
+from urllib.parse import quote, urlsplit
 
-from providers.catalog import CATALOG_PATH, CatalogError, catalog, parse_catalog
+import pytest
+from django.conf import settings
+
+from providers import verification
+from providers.catalog import (
+    CATALOG_PATH,
+    CatalogError,
+    Check,
+    Provider,
+    Shape,
+    catalog,
+    parse_catalog,
+)
+from providers.listing import render_table
+from providers.management.commands.render_provider_table import END, START
+from services.masking import Secret
+from tests.support import marked
 
 VALID = """
 [[providers]]
 id = "example"
 name = "Example"
+category = "developer"
 base_url = "https://api.example.com"
 [[providers.shapes]]
 key_type = "api_key"
@@ -21,19 +43,23 @@ auth = { type = "bearer", field = "api_key" }
 docs = "https://docs.example.com/me"
 """
 
+CHECKED = [
+    (provider, index, shape)
+    for provider in sorted(catalog().values(), key=lambda p: p.id)
+    for index, shape in enumerate(provider.shapes)
+    if shape.check is not None
+]
+IDS = [f"{provider.id}-{shape.key_type}-{index}" for provider, index, shape in CHECKED]
+
+
+# --- loading and validation ------------------------------------------------------------------
+
 
 def test_the_shipped_catalog_loads():
-    providers = parse_catalog(CATALOG_PATH.read_text())
-    assert providers == catalog()
-    for provider in providers.values():
-        assert provider.base_url.startswith("https://")
-        for shape in provider.shapes:
-            if shape.check:
-                assert shape.check.method in ("GET", "POST")
-                assert shape.check.docs.startswith("https://")
+    assert parse_catalog(CATALOG_PATH.read_text()) == catalog()
 
 
-def test_a_valid_entry_parses():
+def test_a_valid_entry_parses_and_matches_shapes():
     provider = parse_catalog(VALID)["example"]
     assert provider.shapes[0].check.path == "/me"
     assert provider.match(["api_key"]).shape is provider.shapes[0]
@@ -46,25 +72,226 @@ def test_a_valid_entry_parses():
     ("change", "words"),
     [
         (('id = "example"', 'id = "Not Normal"'), "providers[0]: `id`"),
-        (
-            ('base_url = "https://api.example.com"', 'base_url = "http://api.example.com"'),
-            "'example': `base_url`",
-        ),
+        (('category = "developer"', 'category = "misc"'), "'example': `category`"),
+        (("https://api.example.com", "http://api.example.com"), "'example': `base_url`"),
+        (("https://api.example.com", "https://{tenant}.example.com"), "`base_url`"),
         (('method = "GET"', 'method = "DELETE"'), "'example' shapes[0]: `check.method`"),
+        (('method = "GET"', 'method = "POST"'), "needs `read_only`"),
         (('path = "/me"', 'path = "/me?key=1"'), "`check.path`"),
+        (('path = "/me"', 'path = "/bot{api_key}/me"'), "`credential_in_url`"),
         (('field = "api_key"', 'field = "other"'), "keyName 'other'"),
         (('key_type = "api_key"', 'key_type = "password"'), "`key_type`"),
+        (('key_type = "api_key"', 'key_type = "oauth"'), "requires access_token"),
         (('required = ["api_key"]', 'required = ["API"]'), "`required`"),
-        (('docs = "https://docs.example.com/me"', 'docs = "ftp://x"'), "`check.docs`"),
+        (("https://docs.example.com/me", "ftp://x"), "`check.docs`"),
+        (('docs = "https', 'acept_json = 1\ndocs = "https'), "unknown key `acept_json`"),
+        (('name = "Example"', 'name = "Example"\nbase = "x"'), "unknown key `base`"),
     ],
 )
 def test_an_invalid_entry_names_entry_and_field(change, words):
     old, new = change
+    assert old in VALID
     with pytest.raises(CatalogError) as raised:
-        parse_catalog(VALID.replace(old, new))
+        parse_catalog(VALID.replace(old, new, 1))
     assert words in str(raised.value)
 
 
 def test_duplicate_ids_are_refused():
     with pytest.raises(CatalogError, match="appears twice"):
         parse_catalog(VALID + VALID)
+
+
+def test_oauth_shapes_take_the_standard_optional_fields():
+    shape = catalog()["github"].shapes[1]
+    assert shape.key_type == "oauth"
+    assert {"refresh_token", "expires_at", "scope"} <= shape.optional
+
+
+# --- the catalog rules, over every entry -----------------------------------------------------
+
+
+def test_every_entry_keeps_the_catalog_rules():
+    flagged_in_url = set()
+    for provider in catalog().values():
+        if provider.per_customer:
+            # A host that is the customer's own is never built from input: no fixed base URL,
+            # a check only through the operator's server-side setting.
+            assert provider.base_url is None, provider.id
+            assert provider.base_url_example.startswith("https://"), provider.id
+        else:
+            parts = urlsplit(provider.base_url)
+            assert parts.scheme == "https", provider.id
+            assert parts.hostname
+            assert "{" not in provider.base_url
+            assert not parts.query
+        for shape in provider.shapes:
+            check = shape.check
+            if check is None:
+                continue
+            where = f"{provider.id}/{shape.key_type}"
+            # Read-only: GET, or a POST documented as read-only, with the reason written down.
+            assert check.method == "GET" or (check.method == "POST" and check.read_only), where
+            if check.body is not None:
+                assert check.method == "POST", where
+                assert "mutation" not in check.body.lower(), where
+            # The credential stays out of the URL, but for flagged entries.
+            if check.credential_in_url:
+                flagged_in_url.add(provider.id)
+                assert check.auth.type == "url", where
+            else:
+                assert "{" not in check.path, where
+                assert check.auth.type in ("bearer", "header", "basic"), where
+            assert "?" not in check.path, where
+            assert "authorization" not in {name.lower() for name in check.headers}, where
+            assert check.docs.startswith("https://"), where
+            # Every keyName the check sends is one the shape requires.
+            assert set(check.auth.fields) <= shape.required, where
+    assert flagged_in_url == {"telegram"}
+
+
+def test_at_least_sixty_providers_verify_at_a_fixed_host():
+    verified = {
+        provider.id
+        for provider in catalog().values()
+        if not provider.per_customer and any(shape.check for shape in provider.shapes)
+    }
+    assert len(verified) >= 60, len(verified)
+    required = {
+        "openai", "anthropic", "mistral", "cohere", "groq", "together", "deepseek", "xai",
+        "openrouter", "huggingface", "replicate", "elevenlabs", "gemini", "github", "gitlab",
+        "bitbucket", "vercel", "netlify", "cloudflare", "digitalocean", "heroku", "sentry",
+        "datadog", "pagerduty", "linear", "notion", "airtable", "asana", "figma", "atlassian",
+        "slack", "discord", "telegram", "twilio", "sendgrid", "mailgun", "postmark", "resend",
+        "brevo", "stripe", "hubspot", "intercom", "klaviyo", "google", "microsoft", "dropbox",
+        "zoom",
+    }  # fmt: skip
+    assert required <= verified, required - verified
+    per_customer = {p.id for p in catalog().values() if p.per_customer}
+    assert {"shopify", "zendesk", "jira"} <= per_customer
+
+
+# --- every check against the local server ----------------------------------------------------
+
+
+def _fields(shape: Shape) -> dict[str, Secret]:
+    # Credentials of the shape's kind: printable, with characters a URL must encode.
+    return {name: Secret(f"{marked(name)}:x") for name in sorted(shape.required)}
+
+
+def _satisfying_body(check: Check) -> bytes:
+    condition = check.accept_json
+    if condition is None:
+        return b'{"id": 1}'
+    value = "x" if condition.present else condition.equals
+    for step in reversed(condition.member.split(".")):
+        value = {step: value}
+    return json.dumps(value).encode()
+
+
+def _expected_path(check: Check, fields: dict[str, Secret]) -> str:
+    if not check.credential_in_url:
+        return check.path
+    value = quote(fields[check.auth.field].reveal(), safe=":")
+    return check.path.replace("{" + check.auth.field + "}", value)
+
+
+def _assert_placement(check: Check, fields: dict[str, Secret], headers: dict[str, str]) -> None:
+    auth = check.auth
+    lowered = {name.lower(): value for name, value in headers.items()}
+    if auth.type == "bearer":
+        assert lowered["authorization"] == f"Bearer {fields[auth.field].reveal()}"
+    elif auth.type == "header":
+        assert lowered[auth.header.lower()] == auth.prefix + fields[auth.field].reveal()
+    elif auth.type == "basic":
+        scheme, _, encoded = lowered["authorization"].partition(" ")
+        user = fields[auth.username].reveal() if auth.username else auth.username_value
+        password = fields[auth.password].reveal() if auth.password else ""
+        assert scheme == "Basic"
+        assert base64.b64decode(encoded).decode() == f"{user}:{password}"
+    else:
+        assert auth.type == "url"
+        assert "authorization" not in lowered
+        for value in lowered.values():
+            assert fields[auth.field].reveal() not in value
+
+
+@pytest.mark.parametrize(("provider", "index", "shape"), CHECKED, ids=IDS)
+def test_every_check_sends_its_request_and_judges_the_answer(
+    provider: Provider, index: int, shape: Shape, provider_server
+):
+    check = shape.check
+    fields = _fields(shape)
+    assert provider.match(fields).shape is shape
+
+    provider_server.answer(200, _satisfying_body(check))
+    assert verification.verify(provider.id, fields).reason == "accepted"
+    [request] = provider_server.requests
+    assert request.method == check.method
+    assert request.path == _expected_path(check, fields)
+    for name, value in check.headers.items():
+        assert request.headers[name] == value
+    _assert_placement(check, fields, request.headers)
+    if check.body is not None:
+        assert request.body == check.body.encode()
+        assert request.headers["Content-Type"] == check.content_type
+
+    for status in (401, 403):
+        provider_server.answer(status, b'{"error": "bad credentials"}')
+        assert verification.verify(provider.id, fields).reason == "rejected", status
+
+
+@pytest.mark.parametrize(
+    ("provider", "index", "shape"),
+    [case for case in CHECKED if case[2].check.accept_json is not None],
+    ids=[i for i, case in zip(IDS, CHECKED, strict=True) if case[2].check.accept_json],
+)
+def test_a_2xx_without_the_json_condition_is_not_accepted(provider, index, shape, provider_server):
+    provider_server.answer(200, b'{"unrelated": true}')
+    assert verification.verify(provider.id, _fields(shape)).reason == "rejected"
+
+
+class TestPerCustomerHosts:
+    def test_without_a_server_side_url_there_is_no_check(self, provider_server, settings):
+        settings.CREDVAULT_PROVIDER_BASE_URLS = "{}"
+        fields = {"access_token": Secret("shpat_x")}
+        assert verification.verify("shopify", fields).reason == "no_verifier"
+        assert provider_server.requests == []
+
+    def test_with_a_server_side_url_the_shop_is_checked(self, provider_server, settings):
+        settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"shopify": provider_server.url})
+        fields = {"access_token": Secret("shpat_x")}
+        assert verification.verify("shopify", fields).reason == "accepted"
+        assert provider_server.requests[0].path == "/admin/api/2025-01/shop.json"
+
+
+def test_the_telegram_token_is_never_logged(provider_server, caplog):
+    caplog.set_level(logging.DEBUG)
+    token = "123456:" + marked("telegram")
+    provider_server.answer(200, b'{"ok": true, "result": {}}')
+    assert verification.verify("telegram", {"bot_token": Secret(token)}).reason == "accepted"
+    assert provider_server.requests[0].path == f"/bot{token}/getMe"
+    provider_server.answer(401, b'{"ok": false}')
+    assert verification.verify("telegram", {"bot_token": Secret(token)}).reason == "rejected"
+    assert token not in caplog.text
+    assert token.split(":")[1] not in caplog.text
+
+
+def test_a_credential_cannot_smuggle_a_path_into_the_url(provider_server):
+    provider_server.answer(200, b'{"ok": true}')
+    verdict = verification.verify("telegram", {"bot_token": Secret("1:a/../../admin")})
+    assert verdict.reason == "accepted"
+    assert provider_server.requests[0].path == "/bot1:a%2F..%2F..%2Fadmin/getMe"
+
+
+# --- the README ------------------------------------------------------------------------------
+
+
+def test_the_readme_provider_table_is_current():
+    readme = (Path(settings.BASE_DIR) / "README.md").read_text(encoding="utf-8")
+    assert START in readme
+    assert END in readme
+    section = readme.split(START, 1)[1].split(END, 1)[0]
+    assert section == "\n" + render_table(), (
+        "README.md's provider table is stale: run "
+        "`.venv/bin/python manage.py render_provider_table --write`"
+    )

@@ -65,6 +65,7 @@ class TestSchemaAndDocs:
             if method in {"get", "put", "post", "delete"}
         }
         assert operations == {
+            ("/api/v1/providers", "get"),
             ("/api/v1/services", "get"),
             ("/api/v1/services/test", "post"),
             ("/api/v1/services/credentials", "put"),

@@ -36,6 +36,7 @@ def problem_response(
     *,
     errors: list[dict[str, str]] | None = None,
     headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> HttpResponse:
     body: dict[str, Any] = {
         "type": "about:blank",
@@ -46,6 +47,7 @@ def problem_response(
     }
     if errors:
         body["errors"] = errors
+    body.update(extra or {})
     response = HttpResponse(
         json.dumps(body, ensure_ascii=False, separators=(",", ":")),
         status=status,
@@ -73,6 +75,7 @@ def _from_drf(exc: drf.APIException) -> HttpResponse:
             str(exc.detail),
             errors=exc.errors,
             headers=exc.headers,
+            extra=exc.extra,
         )
     if isinstance(exc, drf.NotAuthenticated):
         return problem_response(

@@ -17,6 +17,8 @@ PROBLEM_DESCRIPTIONS = {
     409: "The account has reached CREDVAULT_MAX_SERVICES_PER_ACCOUNT (service_limit_reached).",
     413: "Body over 64 KiB (payload_too_large).",
     415: "Not application/json in UTF-8 (unsupported_media_type).",
+    422: "With ?verify=required: the provider did not accept the set (verification_failed, "
+    "with `reason`); nothing was stored.",
     429: "Rate limit of the token reached (rate_limited); see Retry-After.",
     500: "Internal error (internal_error).",
     503: "The database cannot be reached (service_unavailable).",

@@ -57,9 +57,34 @@ class FieldErrorSerializer(serializers.Serializer):
 
 
 class ProblemSerializer(serializers.Serializer):
+    """RFC 9457 problem details; 422 verification_failed adds `reason`."""
+
     type = serializers.CharField(default="about:blank")
     title = serializers.CharField(help_text="The HTTP reason phrase.")
     status = serializers.IntegerField()
     detail = serializers.CharField()
     code = serializers.CharField(help_text="Machine-readable problem code.")
     errors = FieldErrorSerializer(many=True, required=False)
+    reason = serializers.ChoiceField(
+        choices=["rejected", "provider_unavailable", "no_verifier"],
+        required=False,
+        help_text="With 422 verification_failed: why the provider did not accept the set.",
+    )
+
+
+class ProviderShapeSerializer(serializers.Serializer):
+    keyType = serializers.ChoiceField(choices=KeyType.values)
+    required = serializers.ListField(child=serializers.CharField())
+    optional = serializers.ListField(child=serializers.CharField())
+    verifiable = serializers.BooleanField(
+        help_text="Whether a set of this shape is checked at the provider (else no_verifier)."
+    )
+
+
+class ProviderSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The service identifier to store credentials under.")
+    name = serializers.CharField()
+    category = serializers.ChoiceField(
+        choices=["ai", "developer", "messaging", "commerce", "identity", "productivity"]
+    )
+    shapes = ProviderShapeSerializer(many=True)

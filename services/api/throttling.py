@@ -68,8 +68,15 @@ class TokenRateThrottle(BaseThrottle):
 
 
 class TestRateThrottle(TokenRateThrottle):
-    """The tighter limit of the test operation, which calls providers."""
+    """The tighter limit of every request that calls a provider: the test operation, and a
+    store with `?verify=required`. A view says which through `calls_provider(request)`."""
 
     __test__ = False  # not a pytest test class
     scope = "test"
     setting = "CREDVAULT_TEST_RATE_LIMIT"
+
+    def allow_request(self, request, view) -> bool:
+        calls_provider = getattr(view, "calls_provider", None)
+        if calls_provider is not None and not calls_provider(request):
+            return True
+        return super().allow_request(request, view)

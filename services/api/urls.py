@@ -3,6 +3,7 @@ from django.urls import path, re_path
 from services.api import views
 
 urlpatterns = [
+    path("providers", views.ProviderListView.as_view(), name="provider-list"),
     path("services", views.ServiceListView.as_view(), name="service-list"),
     path("services/test", views.ServiceTestView.as_view(), name="service-test"),
     path("services/credentials", views.CredentialsView.as_view(), name="credentials"),

@@ -13,15 +13,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from providers.listing import describe_all
 from services import connections
 from services.api.parsing import read_credential_input
 from services.api.schema import COMMON_HEADERS, problems
 from services.api.serializers import (
     ConnectedServiceSerializer,
     CredentialInputSerializer,
+    ProviderSerializer,
     TestResultSerializer,
 )
 from services.api.throttling import TestRateThrottle, TokenRateThrottle
+from services.exceptions import InvalidRequest, field_error
 from services.models import ConnectedService
 
 
@@ -106,31 +109,84 @@ class ServiceTestView(AccountAPIView):
         )
 
 
+VERIFY_REQUIRED = "required"
+
+
+def wants_verification(request: Request) -> bool:
+    """`?verify=required` asks for verify-on-store; no other value is accepted."""
+    value = request.query_params.get("verify")
+    if value is None:
+        return False
+    if value != VERIFY_REQUIRED:
+        raise InvalidRequest(
+            "The verify parameter takes one value: required.",
+            errors=[field_error("verify", "invalid", "Only `required` is accepted.")],
+        )
+    return True
+
+
 class CredentialsView(AccountAPIView):
     http_method_names = ["put"]
+    throttle_classes = [TokenRateThrottle, TestRateThrottle]
+
+    def calls_provider(self, request: Request) -> bool:
+        # Counted by the test operation's limit only when it asks the provider; a malformed
+        # value is refused later, by the view, with 400.
+        return request.query_params.get("verify") == VERIFY_REQUIRED
 
     @extend_schema(
         operation_id="store_credentials",
         summary="Store or replace credentials",
         description=(
             "Stores the complete set, replacing every earlier field of the service "
-            "atomically. 201 when the service was not connected, 200 when replaced."
+            "atomically. 201 when the service was not connected, 200 when replaced. With "
+            "`?verify=required` the set is first tested at the provider and stored only when "
+            "the provider accepts it; otherwise 422 `verification_failed` with its `reason`, "
+            "nothing stored and the earlier set untouched. Such a store counts against "
+            "CREDVAULT_TEST_RATE_LIMIT as well."
         ),
+        parameters=[
+            OpenApiParameter(
+                "verify",
+                str,
+                OpenApiParameter.QUERY,
+                enum=[VERIFY_REQUIRED],
+                description="`required`: store only what the provider accepts.",
+            ),
+            *COMMON_HEADERS,
+        ],
         request=CredentialInputSerializer,
         responses={
             200: OpenApiResponse(ConnectedServiceSerializer, description="Replaced."),
             201: OpenApiResponse(ConnectedServiceSerializer, description="Newly connected."),
-            **problems(400, 401, 405, 409, 413, 415, 429, 503),
+            **problems(400, 401, 405, 409, 413, 415, 422, 429, 503),
         },
-        parameters=COMMON_HEADERS,
     )
     def put(self, request: Request) -> Response:
+        verify = wants_verification(request)
         given = read_credential_input(request)
         credentials = connections.credential_set(service=given.service, fields=given.fields)
-        connected, created = connections.store_credentials(
-            account=request.user, credentials=credentials
-        )
+        store = connections.store_verified_credentials if verify else connections.store_credentials
+        connected, created = store(account=request.user, credentials=credentials)
         return Response(service_body(connected), status=201 if created else 200)
+
+
+class ProviderListView(AccountAPIView):
+    http_method_names = ["get", "head"]
+
+    @extend_schema(
+        operation_id="list_providers",
+        summary="List the provider catalog",
+        description=(
+            "Every catalog provider with the credential shapes it accepts (required and "
+            "optional keyNames) and whether each shape is verified here. Any other service "
+            "identifier may be stored too, unverified."
+        ),
+        responses={200: ProviderSerializer(many=True), **problems(401, 405, 429, 503)},
+        parameters=COMMON_HEADERS,
+    )
+    def get(self, request: Request) -> Response:
+        return Response(describe_all())
 
 
 class ServiceCredentialsView(AccountAPIView):

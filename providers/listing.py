@@ -1,0 +1,86 @@
+"""What clients and the README are shown of the catalog: plain data, no HTTP."""
+
+from __future__ import annotations
+
+from providers.catalog import CATEGORIES, Provider, catalog
+from providers.verification import can_verify
+
+CATEGORY_TITLES = {
+    "ai": "AI model providers",
+    "developer": "Developer platforms",
+    "messaging": "Messaging and mail",
+    "commerce": "Commerce and CRM",
+    "identity": "OAuth identity",
+    "productivity": "Productivity",
+}
+
+
+def describe(provider: Provider) -> dict:
+    """One provider as `GET /api/v1/providers` shows it: what a connect form needs."""
+    return {
+        "id": provider.id,
+        "name": provider.name,
+        "category": provider.category,
+        "shapes": [
+            {
+                "keyType": shape.key_type,
+                "required": sorted(shape.required),
+                "optional": sorted(shape.optional),
+                "verifiable": can_verify(provider, shape),
+            }
+            for shape in provider.shapes
+        ],
+    }
+
+
+def describe_all() -> list[dict]:
+    return [describe(provider) for provider in sorted(catalog().values(), key=lambda p: p.id)]
+
+
+def _check_cell(provider: Provider) -> str:
+    checks = []
+    for shape in provider.shapes:
+        check = shape.check
+        if check is None:
+            continue
+        where = (
+            provider.base_url_example + " (server-side URL)"
+            if provider.per_customer
+            else provider.base_url
+        )
+        text = f"`{check.method} {where}{check.path}`"
+        if text not in checks:
+            checks.append(text)
+    return "<br>".join(checks) or "none: stored unverified"
+
+
+def _shapes_cell(provider: Provider) -> str:
+    return "; ".join(
+        f"{shape.key_type}: " + ", ".join(f"`{name}`" for name in sorted(shape.required))
+        for shape in provider.shapes
+    )
+
+
+def render_table() -> str:
+    """The README's provider section, generated from the catalog (no server-side overrides)."""
+    providers = sorted(catalog().values(), key=lambda p: p.id)
+    fixed = sum(1 for p in providers if not p.per_customer and any(s.check for s in p.shapes))
+    lines = [
+        f"{len(providers)} providers; {fixed} are verified at a fixed host, and the "
+        f"{sum(1 for p in providers if p.per_customer)} with a per-customer host are verified "
+        "once the operator sets their URL in `CREDVAULT_PROVIDER_BASE_URLS`.",
+        "",
+    ]
+    for category in CATEGORIES:
+        members = [p for p in providers if p.category == category]
+        lines += [
+            f"#### {CATEGORY_TITLES[category]}",
+            "",
+            "| id | provider | credential shapes (required keyNames) | check |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{p.id}` | {p.name} | {_shapes_cell(p)} | {_check_cell(p)} |" for p in members
+        ]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
