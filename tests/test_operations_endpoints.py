@@ -96,6 +96,10 @@ class TestSchemaAndDocs:
             for code in codes - {"200", "201", "204"}:
                 assert "application/problem+json" in responses[code]["content"]
         assert "Retry-After" in paths["/api/v1/services"]["get"]["responses"]["429"]["headers"]
+        store = paths["/api/v1/services/credentials"]["put"]
+        [verify] = [p for p in store["parameters"] if p["name"] == "verify"]
+        assert verify["in"] == "query"
+        assert verify["schema"]["enum"] == ["required"]
 
     def test_schema_validates_without_warnings(self, tmp_path):
         from django.core.management import call_command
