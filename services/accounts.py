@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from services import tokens
 from services.identifiers import InvalidIdentifier, normalize_service
-from services.models import Account, ApiToken
+from services.models import Account, ApiToken, BearerToken
 
 
 class AccountError(ValueError):
@@ -21,7 +21,7 @@ class AccountError(ValueError):
 class IssuedToken:
     """The one place a token's plaintext exists: returned once by `issue_token`."""
 
-    token: ApiToken
+    token: BearerToken
     plaintext: str
 
     def __repr__(self) -> str:
@@ -54,28 +54,34 @@ def get_account(*, name: str) -> Account:
     return account
 
 
-def issue_token(
-    *, account: Account, name: str = "", expires_in: timedelta | None = None
-) -> IssuedToken:
-    """Create a token; its plaintext is in the result and nowhere else."""
-    if expires_in is not None and expires_in <= timedelta(0):
+def expiry(expires_in: timedelta | None) -> datetime | None:
+    if expires_in is None:
+        return None
+    if expires_in <= timedelta(0):
         raise AccountError("the expiry must be in the future")
-    expires_at: datetime | None = timezone.now() + expires_in if expires_in else None
+    return timezone.now() + expires_in
+
+
+def create_token(model: type[BearerToken], kind: str, **fields: object) -> IssuedToken:
+    """Draw a token of `kind` and store its digest and prefix in a new `model` row."""
     for _ in range(3):
-        new = tokens.generate(tokens.ACCOUNT_KIND)
+        new = tokens.generate(kind)
         try:
             with transaction.atomic():
-                token = ApiToken.objects.create(
-                    account=account,
-                    name=name,
-                    prefix=new.prefix,
-                    digest=new.digest,
-                    expires_at=expires_at,
-                )
+                token = model.objects.create(prefix=new.prefix, digest=new.digest, **fields)
         except IntegrityError:
             continue  # a display-prefix collision (1 in 2^47): draw again
         return IssuedToken(token=token, plaintext=new.plaintext)
     raise AccountError("could not draw a unique token; try again")
+
+
+def issue_token(
+    *, account: Account, name: str = "", expires_in: timedelta | None = None
+) -> IssuedToken:
+    """Create an account token; its plaintext is in the result and nowhere else."""
+    return create_token(
+        ApiToken, tokens.ACCOUNT_KIND, account=account, name=name, expires_at=expiry(expires_in)
+    )
 
 
 def revoke_token(*, prefix: str) -> ApiToken:

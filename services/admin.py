@@ -8,7 +8,16 @@ from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from services.models import Account, ApiToken, ConnectedService, CredentialField
+from services.models import (
+    Account,
+    Agent,
+    AgentToken,
+    ApiToken,
+    AuditEvent,
+    ConnectedService,
+    CredentialField,
+    Grant,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -41,8 +50,21 @@ class AccountAdmin(ReadOnlyAdmin):
         self.message_user(request, f"Activated {count} account(s).")
 
 
+class TokenAdmin(ReadOnlyAdmin):
+    """Tokens by display prefix; the digest is deliberately absent."""
+
+    list_filter = ["revoked_at"]
+    list_select_related = ["account"]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {count} token(s).")
+
+
 @admin.register(ApiToken)
-class ApiTokenAdmin(ReadOnlyAdmin):
+class ApiTokenAdmin(TokenAdmin):
     list_display = [
         "prefix",
         "account",
@@ -52,17 +74,93 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         "expires_at",
         "revoked_at",
     ]
-    list_filter = ["revoked_at"]
     search_fields = ["prefix", "name", "account__name"]
-    list_select_related = ["account"]
-    # The digest is deliberately absent.
     fields = ["prefix", "account", "name", "created_at", "last_used_at", "expires_at", "revoked_at"]
-    actions = ["revoke"]
 
-    @admin.action(description="Revoke the selected tokens")
-    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        self.message_user(request, f"Revoked {count} token(s).")
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(TokenAdmin):
+    list_display = [
+        "prefix",
+        "account",
+        "agent_name",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ]
+    search_fields = ["prefix", "agent_name", "account__name"]
+    fields = [
+        "prefix",
+        "account",
+        "agent_name",
+        "agent",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ]
+
+
+class GrantInline(admin.TabularInline):
+    model = Grant
+    fields = ["service", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(Agent)
+class AgentAdmin(ReadOnlyAdmin):
+    list_display = ["name", "account", "created_at", "granted"]
+    search_fields = ["name", "account__name"]
+    list_select_related = ["account"]
+    fields = ["account", "name", "created_at"]
+    inlines = [GrantInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        return super().get_queryset(request).prefetch_related("grants")
+
+    @admin.display(description="granted services")
+    def granted(self, obj: Agent) -> str:
+        return ", ".join(grant.service for grant in obj.grants.all())
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = [
+        "occurred_at",
+        "account",
+        "seq",
+        "action",
+        "outcome",
+        "status",
+        "service",
+        "target",
+        "token_prefix",
+        "agent_name",
+    ]
+    list_filter = ["action", "outcome"]
+    search_fields = ["account__name", "service", "target", "token_prefix", "request_id"]
+    list_select_related = ["account"]
+    fields = [
+        "account",
+        "seq",
+        "occurred_at",
+        "token_prefix",
+        "agent_name",
+        "action",
+        "service",
+        "target",
+        "outcome",
+        "status",
+        "request_id",
+        "prev_digest",
+        "digest",
+    ]
 
 
 @admin.register(ConnectedService)

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from providers import catalog, verification
+from services import audit
 from services.crypto import Place, key_ring
 from services.exceptions import (
     InvalidRequest,
@@ -24,7 +25,13 @@ from services.exceptions import (
 )
 from services.identifiers import InvalidIdentifier, key_type_for, normalize_service
 from services.masking import Secret
-from services.models import Account, ConnectedService, CredentialField
+from services.models import (
+    Account,
+    AuditAction,
+    AuditOutcome,
+    ConnectedService,
+    CredentialField,
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,9 @@ def list_services(*, account: Account) -> list[ConnectedService]:
     )
 
 
-def _store_once(*, account: Account, credentials: CredentialSet) -> tuple[ConnectedService, bool]:
+def _store_once(
+    *, account: Account, credentials: CredentialSet, context: audit.AuditContext
+) -> tuple[ConnectedService, bool]:
     now = timezone.now()
     with transaction.atomic():
         connected = (
@@ -127,11 +136,18 @@ def _store_once(*, account: Account, credentials: CredentialSet) -> tuple[Connec
                 )
             )
         CredentialField.objects.bulk_create(rows)
+        audit.record(
+            context,
+            action=AuditAction.SERVICES_STORE,
+            outcome=AuditOutcome.SUCCESS,
+            status=201 if created else 200,
+            service=credentials.service,
+        )
     return connected, created
 
 
 def store_credentials(
-    *, account: Account, credentials: CredentialSet
+    *, account: Account, credentials: CredentialSet, context: audit.AuditContext
 ) -> tuple[ConnectedService, bool]:
     """Store the complete set, replacing every earlier field of the service atomically.
 
@@ -141,13 +157,13 @@ def store_credentials(
     service, the loser of the unique constraint retries as a replacement.
     """
     try:
-        return _store_once(account=account, credentials=credentials)
+        return _store_once(account=account, credentials=credentials, context=context)
     except IntegrityError:
-        return _store_once(account=account, credentials=credentials)
+        return _store_once(account=account, credentials=credentials, context=context)
 
 
 def store_verified_credentials(
-    *, account: Account, credentials: CredentialSet
+    *, account: Account, credentials: CredentialSet, context: audit.AuditContext
 ) -> tuple[ConnectedService, bool]:
     """Verify-on-store: store only what the provider accepts at its check, else raise
     VerificationFailed with the reason and store nothing.
@@ -158,15 +174,23 @@ def store_verified_credentials(
     verdict = verify_credentials(credentials=credentials)
     if not verdict.verified:
         raise VerificationFailed(verdict.reason.value)
-    return store_credentials(account=account, credentials=credentials)
+    return store_credentials(account=account, credentials=credentials, context=context)
 
 
-def remove_service(*, account: Account, service: str) -> None:
-    """Delete every field of the service at once, or raise ServiceNotConnected."""
+def remove_service(*, account: Account, service: str, context: audit.AuditContext) -> None:
+    """Delete every field of the service at once, or raise ServiceNotConnected. From the
+    commit on, no agent read finds any of them."""
     with transaction.atomic():
         deleted, _ = ConnectedService.objects.filter(account=account, service=service).delete()
-    if not deleted:
-        raise ServiceNotConnected()
+        if not deleted:
+            raise ServiceNotConnected()
+        audit.record(
+            context,
+            action=AuditAction.SERVICES_REMOVE,
+            outcome=AuditOutcome.SUCCESS,
+            status=204,
+            service=service,
+        )
 
 
 def verify_credentials(*, credentials: CredentialSet) -> verification.Verdict:

@@ -6,6 +6,11 @@ from __future__ import annotations
 from rest_framework import status
 from rest_framework.exceptions import APIException
 
+from services.identifiers import SERVICE_RULE
+
+# The RFC 6750 challenge of every 401 and scope refusal.
+REALM = 'Bearer realm="credvault"'
+
 
 class ProblemError(APIException):
     """An error with a status, a problem code, a detail, and optionally field errors."""
@@ -47,17 +52,10 @@ class InvalidService(ProblemError):
     default_code = "invalid_service"
     default_detail = "The service identifier is not valid."
 
-    def __init__(self, detail: str | None = None) -> None:
+    def __init__(self, detail: str | None = None, *, field: str = "service") -> None:
         super().__init__(
             detail,
-            errors=[
-                field_error(
-                    "service",
-                    "invalid",
-                    "1 to 64 characters of a-z, 0-9, '.' and '-' after normalization, "
-                    "starting and ending with a letter or digit",
-                )
-            ],
+            errors=[field_error(field, "invalid", SERVICE_RULE)],
         )
 
 
@@ -65,6 +63,29 @@ class ServiceNotConnected(ProblemError):
     status_code = status.HTTP_404_NOT_FOUND
     default_code = "service_not_connected"
     default_detail = "No credentials are stored for this service."
+
+
+class NotGranted(ProblemError):
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "not_granted"
+    default_detail = "This agent has no grant for the service."
+
+
+class InsufficientScope(ProblemError):
+    """An agent token on the account API or an account token on the agent API (RFC 6750)."""
+
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "insufficient_scope"
+    default_detail = "This kind of token does not give access to this API."
+
+    def __init__(self) -> None:
+        super().__init__(headers={"WWW-Authenticate": f'{REALM}, error="insufficient_scope"'})
+
+
+class AgentNotFound(ProblemError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "agent_not_found"
+    default_detail = "The account has no agent of this name."
 
 
 class ServiceLimitReached(ProblemError):

@@ -11,6 +11,10 @@ KEY_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _SEPARATOR_RUN = re.compile(r"[\s_]+")
 
 OAUTH_MARKERS = frozenset({"access_token", "refresh_token"})
+SERVICE_RULE = (
+    "1 to 64 characters of a-z, 0-9, '.' and '-' after normalization, starting and ending "
+    "with a letter or digit"
+)
 
 
 class InvalidIdentifier(ValueError):

@@ -21,6 +21,10 @@ class Account(models.Model):
     name = models.CharField(max_length=64, unique=True)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # The head of the account's audit chain: its last sequence number and digest. Kept here so
+    # that an event cut from the end of the chain is detected too (services/audit.py).
+    audit_seq = models.PositiveBigIntegerField(default=0)
+    audit_head = models.CharField(max_length=64, default="0" * 64)
 
     class Meta:
         ordering = ["name"]
@@ -37,10 +41,9 @@ class Account(models.Model):
         return True
 
 
-class ApiToken(models.Model):
-    """An account API token: its digest and display prefix, never the token."""
+class BearerToken(models.Model):
+    """What every bearer token stores: its SHA-256 digest and display prefix, never itself."""
 
-    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100, blank=True)
     prefix = models.CharField(max_length=12, unique=True)
     digest = models.CharField(max_length=64, unique=True)
@@ -50,14 +53,13 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["account_id", "created_at"]
-        verbose_name = "API token"
+        abstract = True
 
     def __str__(self) -> str:
         return self.prefix
 
     def __repr__(self) -> str:
-        return f"<ApiToken {self.pk}: {self.prefix}>"
+        return f"<{type(self).__name__} {self.pk}: {self.prefix}>"
 
     @property
     def is_revoked(self) -> bool:
@@ -65,6 +67,16 @@ class ApiToken(models.Model):
 
     def is_expired(self, now=None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+
+class ApiToken(BearerToken):
+    """An account API token (`cvt_`)."""
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="tokens")
+
+    class Meta:
+        ordering = ["account_id", "created_at"]
+        verbose_name = "API token"
 
 
 class ConnectedService(models.Model):
@@ -121,3 +133,114 @@ class CredentialField(models.Model):
 
     def __repr__(self) -> str:
         return f"<CredentialField {self.pk}: service {self.connected_service_id}, {self.key_name}>"
+
+
+class Agent(models.Model):
+    """An AI agent of an account; it reads the credentials of the services it is granted."""
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["account_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["account", "name"], name="uniq_agent_per_account"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.pk}: account {self.account_id}, {self.name}>"
+
+
+class Grant(models.Model):
+    """Lets an agent obtain the credentials of one service identifier (connected or not)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="grants")
+    service = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["agent_id", "service"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "service"], name="uniq_grant_per_agent"),
+        ]
+
+    def __str__(self) -> str:
+        return self.service
+
+    def __repr__(self) -> str:
+        return f"<Grant {self.pk}: agent {self.agent_id}, {self.service}>"
+
+
+class AgentToken(BearerToken):
+    """An agent token (`cva_`). It outlives its agent (`agent` becomes null, `agent_name` keeps
+    who it was), so that a request with it after the agent's deletion is refused and still
+    audited to the account."""
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="agent_tokens")
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="tokens"
+    )
+    agent_name = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["account_id", "created_at"]
+        verbose_name = "agent token"
+
+
+class AuditAction(models.TextChoices):
+    SERVICES_LIST = "services.list"
+    SERVICES_TEST = "services.test"
+    SERVICES_STORE = "services.store"
+    SERVICES_REMOVE = "services.remove"
+    PROVIDERS_LIST = "providers.list"
+    AGENTS_LIST = "agents.list"
+    AGENTS_PUT = "agents.put"
+    AGENTS_DELETE = "agents.delete"
+    AGENT_TOKENS_ISSUE = "agents.issue_token"
+    AUDIT_LIST = "audit.list"
+    AGENT_READ = "agent.read_credentials"
+
+
+class AuditOutcome(models.TextChoices):
+    SUCCESS = "success"
+    REFUSED = "refused"
+    ERROR = "error"
+
+
+class AuditEvent(models.Model):
+    """One audited request, hash-chained per account (format in services/audit.py).
+
+    Never holds a value or a token: the actor is a token's display prefix and an agent name.
+    """
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="audit_events")
+    seq = models.PositiveBigIntegerField()
+    occurred_at = models.DateTimeField()
+    token_prefix = models.CharField(max_length=12)
+    agent_name = models.CharField(max_length=64, blank=True)
+    action = models.CharField(max_length=32, choices=AuditAction.choices)
+    service = models.CharField(max_length=64, blank=True)
+    # The agent an agent operation acts on (agents.put, agents.delete, agents.issue_token).
+    target = models.CharField(max_length=64, blank=True)
+    outcome = models.CharField(max_length=16, choices=AuditOutcome.choices)
+    status = models.PositiveSmallIntegerField()
+    request_id = models.CharField(max_length=64)
+    prev_digest = models.CharField(max_length=64)
+    digest = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["account_id", "-seq"]
+        constraints = [
+            # Also the index of the listing: the account's events by sequence, newest first.
+            models.UniqueConstraint(fields=["account", "seq"], name="uniq_audit_seq_per_account"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id}#{self.seq} {self.action} {self.outcome}"
+
+    def __repr__(self) -> str:
+        return f"<AuditEvent {self.pk}: account {self.account_id}, seq {self.seq}>"

@@ -24,6 +24,7 @@ CHECKSUM_LENGTH = 6
 PREFIX_RANDOM_LENGTH = 8
 
 ACCOUNT_KIND = "cvt"
+AGENT_KIND = "cva"
 
 
 @dataclass(frozen=True, slots=True)

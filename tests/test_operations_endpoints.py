@@ -65,14 +65,23 @@ class TestSchemaAndDocs:
             if method in {"get", "put", "post", "delete"}
         }
         assert operations == {
+            ("/api/v1/agents", "get"),
+            ("/api/v1/agents/{name}", "put"),
+            ("/api/v1/agents/{name}", "delete"),
+            ("/api/v1/agents/{name}/tokens", "post"),
+            ("/api/v1/agent/credentials/{service}", "get"),
+            ("/api/v1/audit-events", "get"),
             ("/api/v1/providers", "get"),
             ("/api/v1/services", "get"),
             ("/api/v1/services/test", "post"),
             ("/api/v1/services/credentials", "put"),
             ("/api/v1/services/credentials/{service}", "delete"),
         }
-        scheme = doc["components"]["securitySchemes"]["accountToken"]
-        assert scheme == scheme | {"type": "http", "scheme": "bearer"}
+        for name in ("accountToken", "agentToken"):
+            scheme = doc["components"]["securitySchemes"][name]
+            assert scheme == scheme | {"type": "http", "scheme": "bearer"}
+        agent_read = doc["paths"]["/api/v1/agent/credentials/{service}"]["get"]
+        assert agent_read["security"] == [{"agentToken": []}]
 
     def test_schema_lists_the_status_codes_the_server_answers(self):
         paths = self.schema()["paths"]

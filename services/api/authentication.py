@@ -1,8 +1,12 @@
-"""Bearer authentication with account tokens (CONTRACT 6).
+"""Bearer authentication with account tokens (`cvt_`) and agent tokens (`cva_`) (CONTRACT 6, 10).
 
 A token whose shape or checksum is wrong is refused before any query. A well-formed one is
-looked up by its SHA-256 digest: one indexed query joined to its account. `last_used_at` is
-written at most once a minute per token. Every refusal has the same body and challenge.
+looked up by its SHA-256 digest: one indexed query joined to its account (and agent).
+`last_used_at` is written at most once a minute per token. Every refusal has the same body and
+challenge. A valid token of the other kind is 403 `insufficient_scope`.
+
+The request carries what the audit needs: `credvault_audit`, the actor of an accepted token,
+or of a known token refused as revoked or expired (so that its refusal is audited too).
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from services import tokens
-from services.models import Account, ApiToken
+from services.api.middleware import request_id_of
+from services.audit import AuditContext
+from services.exceptions import REALM, InsufficientScope
+from services.models import Account, AgentToken, ApiToken, BearerToken
 
-REALM = 'Bearer realm="credvault"'
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
@@ -43,39 +49,79 @@ def _bearer_token(request: Request) -> str | None:
         return ""
 
 
-def touch_last_used(token: ApiToken) -> None:
+def touch_last_used(token: BearerToken) -> None:
     now = timezone.now()
     if token.last_used_at is not None and now - token.last_used_at < LAST_USED_RESOLUTION:
         return
     # The condition keeps two workers from both writing within the same minute.
-    ApiToken.objects.filter(pk=token.pk).filter(
+    type(token).objects.filter(pk=token.pk).filter(
         Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_RESOLUTION)
     ).update(last_used_at=now)
     token.last_used_at = now
 
 
-class AccountTokenAuthentication(BaseAuthentication):
-    """`request.user` is the Account, `request.auth` the ApiToken."""
+def _lookup(raw: str) -> BearerToken | None:
+    """The stored token for a well-formed `raw`, None when unknown; no query when malformed."""
+    digest = tokens.digest(raw)
+    if tokens.is_well_formed(raw, tokens.ACCOUNT_KIND):
+        return ApiToken.objects.select_related("account").filter(digest=digest).first()
+    if tokens.is_well_formed(raw, tokens.AGENT_KIND):
+        return AgentToken.objects.select_related("account", "agent").filter(digest=digest).first()
+    return None
 
-    def authenticate(self, request: Request) -> tuple[Account, ApiToken] | None:
+
+def _refusal(token: BearerToken | None, now) -> bool:
+    if token is None or token.is_revoked or token.is_expired(now):
+        return True
+    if not token.account.is_active:
+        return True
+    return isinstance(token, AgentToken) and token.agent_id is None
+
+
+def _context(request: Request, token: BearerToken) -> AuditContext:
+    return AuditContext(
+        account_id=token.account_id,
+        token_prefix=token.prefix,
+        request_id=request_id_of(request),
+        agent_name=token.agent_name if isinstance(token, AgentToken) else "",
+    )
+
+
+class _TokenAuthentication(BaseAuthentication):
+    """Accepts the tokens of `model`; a valid token of the other kind is insufficient scope."""
+
+    model: type[BearerToken]
+
+    def authenticate(self, request: Request) -> tuple[Account, BearerToken] | None:
         raw = _bearer_token(request)
         if raw is None:
             return None
-        if not tokens.is_well_formed(raw, tokens.ACCOUNT_KIND):
-            raise InvalidToken()
-        token = ApiToken.objects.select_related("account").filter(digest=tokens.digest(raw)).first()
+        token = _lookup(raw)
         now = timezone.now()
-        if (
-            token is None
-            or token.is_revoked
-            or token.is_expired(now)
-            or not token.account.is_active
-        ):
+        if _refusal(token, now):
+            if token is not None:
+                # A known token, refused: its account still learns of the attempt.
+                request._request.credvault_audit = _context(request, token)
             raise InvalidToken()
+        if not isinstance(token, self.model):
+            raise InsufficientScope()
         touch_last_used(token)
-        # Read by the access log: the display prefix of a token that was accepted.
+        # Read by the access log and the audit: who acted, never the token.
         request._request.credvault_token_prefix = token.prefix
+        request._request.credvault_audit = _context(request, token)
         return token.account, token
 
     def authenticate_header(self, request: Request) -> str:
         return REALM
+
+
+class AccountTokenAuthentication(_TokenAuthentication):
+    """`request.user` is the Account, `request.auth` the ApiToken."""
+
+    model = ApiToken
+
+
+class AgentTokenAuthentication(_TokenAuthentication):
+    """`request.user` is the Account, `request.auth` the AgentToken (with its agent)."""
+
+    model = AgentToken

@@ -22,8 +22,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from rest_framework import exceptions as drf
 
-from services.api.authentication import REALM
-from services.exceptions import ProblemError, ServiceUnavailable
+from services.exceptions import REALM, ProblemError, ServiceUnavailable
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("credvault.errors")

@@ -29,6 +29,14 @@ def request_id_for(request: HttpRequest) -> str:
     return given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
 
+def request_id_of(request: HttpRequest) -> str:
+    """The id the middleware gave the request (a new one outside it, as in unit tests)."""
+    django_request = getattr(request, "_request", request)
+    if not hasattr(django_request, "credvault_request_id"):
+        django_request.credvault_request_id = request_id_for(django_request)
+    return django_request.credvault_request_id
+
+
 class RequestContextMiddleware:
     def __init__(self, get_response) -> None:
         self.get_response = get_response

@@ -22,12 +22,18 @@ from services.exceptions import (
     UnsupportedMediaType,
     field_error,
 )
-from services.identifiers import is_key_name
+from services.identifiers import (
+    SERVICE_RULE,
+    InvalidIdentifier,
+    is_key_name,
+    normalize_service,
+)
 from services.masking import Secret
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_CREDENTIALS = 20
 MAX_VALUE_CHARS = 16_384
+
 _MEMBER_NAME_SHOWN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
@@ -188,3 +194,66 @@ def parse_credential_input(data: Any) -> CredentialInput:
 
 def read_credential_input(request: Request) -> CredentialInput:
     return parse_credential_input(read_json_body(request))
+
+
+MAX_GRANTS = 100
+MAX_TOKEN_DAYS = 3650
+
+
+def parse_grants(data: Any) -> list[str]:
+    """`{"services": [...]}` of a PUT of an agent: the normalized services, deduplicated."""
+    if not isinstance(data, dict):
+        raise InvalidRequest(
+            errors=[field_error("(body)", "invalid_type", "The body must be a JSON object.")]
+        )
+    errors = _exact_members(data, ("services",), "")
+    services = data.get("services")
+    normalized: list[str] = []
+    if "services" in data:
+        if not isinstance(services, list):
+            errors.append(field_error("services", "invalid_type", "Must be an array."))
+        elif len(services) > MAX_GRANTS:
+            errors.append(
+                field_error("services", "invalid_length", f"At most {MAX_GRANTS} services.")
+            )
+        else:
+            for index, raw in enumerate(services):
+                where = f"services[{index}]"
+                if not isinstance(raw, str):
+                    errors.append(field_error(where, "invalid_type", "Must be a string."))
+                    continue
+                try:
+                    service = normalize_service(raw)
+                except InvalidIdentifier:
+                    errors.append(field_error(where, "invalid_service", SERVICE_RULE))
+                    continue
+                if service not in normalized:
+                    normalized.append(service)
+    if errors:
+        raise InvalidRequest(errors=errors)
+    return sorted(normalized)
+
+
+def parse_token_request(request: Request) -> int | None:
+    """The optional `{"expiresInDays": N}` of an agent-token request: N, or None when the
+    body is empty or names no expiry."""
+    if not request.META.get("CONTENT_LENGTH") and not request.META.get("CONTENT_TYPE"):
+        return None
+    data = read_json_body(request)
+    if not isinstance(data, dict):
+        raise InvalidRequest(
+            errors=[field_error("(body)", "invalid_type", "The body must be a JSON object.")]
+        )
+    errors = [e for e in _exact_members(data, ("expiresInDays",), "") if e["code"] != "required"]
+    days = data.get("expiresInDays")
+    if "expiresInDays" in data and (
+        not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_TOKEN_DAYS
+    ):
+        errors.append(
+            field_error(
+                "expiresInDays", "invalid", f"A whole number of days from 1 to {MAX_TOKEN_DAYS}."
+            )
+        )
+    if errors:
+        raise InvalidRequest(errors=errors)
+    return days

@@ -12,7 +12,10 @@ PROBLEM_DESCRIPTIONS = {
     400: "Invalid body or service identifier (malformed_json, invalid_request, invalid_service).",
     401: "No token (not_authenticated) or a malformed, unknown, revoked or expired one "
     "(invalid_token).",
-    404: "Not connected (service_not_connected) or no such path (not_found).",
+    403: "A token of the other kind (insufficient_scope, with the RFC 6750 challenge), or no "
+    "grant for the service (not_granted).",
+    404: "Not connected (service_not_connected), no such agent (agent_not_found) or no such "
+    "path (not_found).",
     405: "Method not allowed; see the Allow header.",
     409: "The account has reached CREDVAULT_MAX_SERVICES_PER_ACCOUNT (service_limit_reached).",
     413: "Body over 64 KiB (payload_too_large).",
@@ -47,7 +50,11 @@ def _header(name: str, description: str, statuses: list[int] | bool) -> OpenApiP
 COMMON_HEADERS = [
     _header("Cache-Control", "Always no-store.", True),
     _header("X-Request-ID", "The request's id, as in the access log.", True),
-    _header("WWW-Authenticate", 'Bearer realm="credvault" (with error= for a bad token).', [401]),
+    _header(
+        "WWW-Authenticate",
+        'Bearer realm="credvault", with error="invalid_token" or error="insufficient_scope".',
+        [401, 403],
+    ),
     _header("Allow", "The methods this path allows.", [405]),
     _header("Retry-After", "Seconds until the token may send again.", [429]),
 ]
@@ -63,4 +70,17 @@ class AccountTokenScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "bearerFormat": "cvt_ followed by 46 base62 characters",
             "description": "An account API token: `python manage.py issue_token ACCOUNT`.",
+        }
+
+
+class AgentTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "services.api.authentication.AgentTokenAuthentication"
+    name = "agentToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "cva_ followed by 46 base62 characters",
+            "description": "An agent token: POST /api/v1/agents/{name}/tokens.",
         }

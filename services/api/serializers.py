@@ -88,3 +88,63 @@ class ProviderSerializer(serializers.Serializer):
         choices=["ai", "developer", "messaging", "commerce", "identity", "productivity"]
     )
     shapes = ProviderShapeSerializer(many=True)
+
+
+class AgentSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    createdAt = serializers.DateTimeField()
+    services = serializers.ListField(
+        child=serializers.CharField(), help_text="Granted service identifiers, sorted."
+    )
+
+
+class AgentInputSerializer(serializers.Serializer):
+    services = serializers.ListField(
+        child=serializers.CharField(),
+        max_length=100,
+        help_text="The complete set of granted services; replaces the earlier grants.",
+    )
+
+
+class AgentTokenRequestSerializer(serializers.Serializer):
+    expiresInDays = serializers.IntegerField(
+        min_value=1, max_value=3650, required=False, help_text="No expiry when absent."
+    )
+
+
+class AgentTokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="cva_ token, shown only in this response.")
+    prefix = serializers.CharField()
+    expiresAt = serializers.DateTimeField(allow_null=True)
+
+
+class AgentCredentialSerializer(serializers.Serializer):
+    keyName = serializers.CharField()
+    value = serializers.CharField(trim_whitespace=False)
+
+
+class AgentCredentialsSerializer(serializers.Serializer):
+    service = serializers.CharField()
+    keyType = serializers.ChoiceField(choices=KeyType.values)
+    connectedAt = serializers.DateTimeField()
+    credentials = AgentCredentialSerializer(many=True)
+
+
+class AuditEventSerializer(serializers.Serializer):
+    seq = serializers.IntegerField(help_text="Position in the account's chain, from 1.")
+    time = serializers.DateTimeField()
+    tokenPrefix = serializers.CharField()
+    agent = serializers.CharField(allow_null=True)
+    action = serializers.CharField()
+    service = serializers.CharField(allow_null=True)
+    target = serializers.CharField(allow_null=True, help_text="The agent acted on, if any.")
+    outcome = serializers.ChoiceField(choices=["success", "refused", "error"])
+    status = serializers.IntegerField()
+    requestId = serializers.CharField()
+
+
+class AuditPageSerializer(serializers.Serializer):
+    events = AuditEventSerializer(many=True)
+    next = serializers.CharField(
+        allow_null=True, help_text="Pass as `before` for the next page; null on the last."
+    )

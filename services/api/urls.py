@@ -1,10 +1,19 @@
 from django.urls import path, re_path
 
-from services.api import views
+from services.api import agent_views, views
 
 urlpatterns = [
     path("providers", views.ProviderListView.as_view(), name="provider-list"),
     path("services", views.ServiceListView.as_view(), name="service-list"),
+    path("agents", agent_views.AgentListView.as_view(), name="agent-list"),
+    path("agents/<str:name>", agent_views.AgentView.as_view(), name="agent"),
+    path("agents/<str:name>/tokens", agent_views.AgentTokenView.as_view(), name="agent-tokens"),
+    path("audit-events", agent_views.AuditEventListView.as_view(), name="audit-events"),
+    re_path(
+        r"^agent/credentials/(?P<service>.*)$",
+        agent_views.AgentCredentialsView.as_view(),
+        name="agent-credentials",
+    ),
     path("services/test", views.ServiceTestView.as_view(), name="service-test"),
     path("services/credentials", views.CredentialsView.as_view(), name="credentials"),
     # Any text after the slash, even empty or holding '/', reaches the view, so that an

@@ -7,14 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.exceptions import MethodNotAllowed
-from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from providers.listing import describe_all
 from services import connections
+from services.api.base import AuditedAPIView, audit_context, mark_audited, note_service
 from services.api.parsing import read_credential_input
 from services.api.schema import COMMON_HEADERS, problems
 from services.api.serializers import (
@@ -25,18 +23,7 @@ from services.api.serializers import (
 )
 from services.api.throttling import TestRateThrottle, TokenRateThrottle
 from services.exceptions import InvalidRequest, field_error
-from services.models import ConnectedService
-
-
-class JSONOnlyNegotiation(BaseContentNegotiation):
-    """Always JSON, whatever the Accept header says: no 406, no browsable API."""
-
-    def select_parser(self, request, parsers):
-        return None
-
-    def select_renderer(self, request, renderers, format_suffix=None):
-        renderer = renderers[0]
-        return renderer, renderer.media_type
+from services.models import AuditAction, ConnectedService
 
 
 def rfc3339(moment: datetime) -> str:
@@ -51,24 +38,13 @@ def service_body(connected: ConnectedService) -> dict[str, str]:
     }
 
 
-class AccountAPIView(APIView):
-    """Base of the account API: token authentication, per-token rate limit, JSON only.
-
-    A method the path does not allow is refused with 405 before authentication: the answer
-    depends on the path alone.
-    """
-
-    throttle_classes = [TokenRateThrottle]
-    content_negotiation_class = JSONOnlyNegotiation
-
-    def initial(self, request: Request, *args, **kwargs) -> None:
-        if request.method.lower() not in self.http_method_names:
-            raise MethodNotAllowed(request.method)
-        super().initial(request, *args, **kwargs)
+class AccountAPIView(AuditedAPIView):
+    """The account API: account tokens only (an agent token is insufficient scope)."""
 
 
 class ServiceListView(AccountAPIView):
     http_method_names = ["get", "head"]
+    audit_actions = {"get": AuditAction.SERVICES_LIST}
 
     @extend_schema(
         operation_id="list_services",
@@ -84,6 +60,7 @@ class ServiceListView(AccountAPIView):
 class ServiceTestView(AccountAPIView):
     http_method_names = ["post"]
     throttle_classes = [TokenRateThrottle, TestRateThrottle]
+    audit_actions = {"post": AuditAction.SERVICES_TEST}
 
     @extend_schema(
         operation_id="test_credentials",
@@ -103,6 +80,7 @@ class ServiceTestView(AccountAPIView):
     def post(self, request: Request) -> Response:
         given = read_credential_input(request)
         credentials = connections.credential_set(service=given.service, fields=given.fields)
+        note_service(request, credentials.service)
         verdict = connections.verify_credentials(credentials=credentials)
         return Response(
             {"ok": verdict.ok, "verified": verdict.verified, "reason": verdict.reason.value}
@@ -128,6 +106,7 @@ def wants_verification(request: Request) -> bool:
 class CredentialsView(AccountAPIView):
     http_method_names = ["put"]
     throttle_classes = [TokenRateThrottle, TestRateThrottle]
+    audit_actions = {"put": AuditAction.SERVICES_STORE}
 
     def calls_provider(self, request: Request) -> bool:
         # Counted by the test operation's limit only when it asks the provider; a malformed
@@ -166,13 +145,18 @@ class CredentialsView(AccountAPIView):
         verify = wants_verification(request)
         given = read_credential_input(request)
         credentials = connections.credential_set(service=given.service, fields=given.fields)
+        note_service(request, credentials.service)
         store = connections.store_verified_credentials if verify else connections.store_credentials
-        connected, created = store(account=request.user, credentials=credentials)
+        connected, created = store(
+            account=request.user, credentials=credentials, context=audit_context(request)
+        )
+        mark_audited(request)
         return Response(service_body(connected), status=201 if created else 200)
 
 
 class ProviderListView(AccountAPIView):
     http_method_names = ["get", "head"]
+    audit_actions = {"get": AuditAction.PROVIDERS_LIST}
 
     @extend_schema(
         operation_id="list_providers",
@@ -191,6 +175,7 @@ class ProviderListView(AccountAPIView):
 
 class ServiceCredentialsView(AccountAPIView):
     http_method_names = ["delete"]
+    audit_actions = {"delete": AuditAction.SERVICES_REMOVE}
 
     @extend_schema(
         operation_id="remove_service",
@@ -207,7 +192,10 @@ class ServiceCredentialsView(AccountAPIView):
         responses={204: None, **problems(400, 401, 404, 405, 429, 503)},
     )
     def delete(self, request: Request, service: str) -> Response:
+        normalized = connections.service_identifier(service)
+        note_service(request, normalized)
         connections.remove_service(
-            account=request.user, service=connections.service_identifier(service)
+            account=request.user, service=normalized, context=audit_context(request)
         )
+        mark_audited(request)
         return Response(status=204)

@@ -1,0 +1,176 @@
+"""Audit events, hash-chained per account.
+
+Each event stores `prev_digest`, the digest of the account's previous event ("0" * 64 for the
+first), and `digest`:
+
+    digest = SHA-256( prev_digest + "\\n" + canonical form of the event )
+
+The canonical form is the compact JSON object, keys sorted, of account id, seq, occurred_at
+(RFC 3339, microseconds, Z), token_prefix, agent_name, action, service, target, outcome,
+status and request_id. `seq` counts the account's events from 1, and the account row holds
+the chain's head (last seq and digest). An edited row no longer matches its digest, a deleted
+or reordered row breaks the sequence or the next `prev_digest`, and a row cut from the end no
+longer matches the head: `verify_chain` names the first broken link.
+
+An event is appended inside the transaction of the change it describes, holding the account
+row's lock, so that a change and its event commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC
+
+from django.db import transaction
+from django.utils import timezone
+
+from services.models import Account, AuditEvent
+
+GENESIS = "0" * 64
+# The actor of changes made with management commands, in place of a token prefix.
+COMMAND_ACTOR = "cli"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditContext:
+    """Who acts, in which request: the token's display prefix and the agent name, if any."""
+
+    account_id: int
+    token_prefix: str
+    request_id: str
+    agent_name: str = ""
+
+    @classmethod
+    def for_command(cls, account_id: int) -> AuditContext:
+        """A change made with a management command."""
+        return cls(account_id=account_id, token_prefix=COMMAND_ACTOR, request_id=COMMAND_ACTOR)
+
+
+def canonical(event: AuditEvent) -> str:
+    fields = {
+        "account": event.account_id,
+        "seq": event.seq,
+        "occurred_at": event.occurred_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "token_prefix": event.token_prefix,
+        "agent_name": event.agent_name,
+        "action": event.action,
+        "service": event.service,
+        "target": event.target,
+        "outcome": event.outcome,
+        "status": event.status,
+        "request_id": event.request_id,
+    }
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
+
+def chain_digest(prev_digest: str, event: AuditEvent) -> str:
+    return hashlib.sha256(f"{prev_digest}\n{canonical(event)}".encode()).hexdigest()
+
+
+def record(
+    context: AuditContext,
+    *,
+    action: str,
+    outcome: str,
+    status: int,
+    service: str = "",
+    target: str = "",
+) -> AuditEvent:
+    """Append an event to the account's chain (three queries: lock the head, insert, move it).
+
+    Call it inside the transaction of the change it describes: it takes no savepoint, so a
+    failure here undoes the change too.
+    """
+    with transaction.atomic(savepoint=False):
+        head = (
+            Account.objects.select_for_update()
+            .only("audit_seq", "audit_head")
+            .get(pk=context.account_id)
+        )
+        event = AuditEvent(
+            account_id=context.account_id,
+            seq=head.audit_seq + 1,
+            occurred_at=timezone.now(),
+            token_prefix=context.token_prefix,
+            agent_name=context.agent_name,
+            action=action,
+            service=service,
+            target=target,
+            outcome=outcome,
+            status=status,
+            request_id=context.request_id,
+            prev_digest=head.audit_head,
+        )
+        event.digest = chain_digest(event.prev_digest, event)
+        event.save(force_insert=True)
+        Account.objects.filter(pk=context.account_id).update(
+            audit_seq=event.seq, audit_head=event.digest
+        )
+    return event
+
+
+@dataclass(frozen=True)
+class Break:
+    """The first broken link of a chain: the row after which it no longer holds."""
+
+    account: str
+    seq: int
+    event_id: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        row = f"event id {self.event_id}" if self.event_id is not None else "the chain's head"
+        return f"account {self.account}: broken at seq {self.seq} ({row}): {self.reason}"
+
+
+def _events(account: Account) -> Iterator[AuditEvent]:
+    return AuditEvent.objects.filter(account=account).order_by("seq").iterator(chunk_size=2000)
+
+
+def verify_chain(account: Account) -> tuple[int, Break | None]:
+    """Check every link of the account's chain: (events checked, first break or None)."""
+    previous, expected_seq, count = GENESIS, 1, 0
+    for event in _events(account):
+        count += 1
+        if event.seq != expected_seq:
+            return count, Break(
+                account.name,
+                event.seq,
+                event.pk,
+                f"expected seq {expected_seq}: an event was deleted or reordered",
+            )
+        if not hmac.compare_digest(event.prev_digest, previous):
+            return count, Break(
+                account.name, event.seq, event.pk, "prev_digest does not match the event before"
+            )
+        if not hmac.compare_digest(event.digest, chain_digest(previous, event)):
+            return count, Break(account.name, event.seq, event.pk, "the row was edited")
+        previous, expected_seq = event.digest, expected_seq + 1
+    if account.audit_seq != expected_seq - 1 or not hmac.compare_digest(
+        account.audit_head, previous
+    ):
+        return count, Break(
+            account.name,
+            expected_seq,
+            None,
+            f"the head records seq {account.audit_seq}: events were cut from the end",
+        )
+    return count, None
+
+
+def page(
+    *, account: Account, limit: int, before: int | None
+) -> tuple[list[AuditEvent], int | None]:
+    """The account's events newest first, below `before` (a seq); and the cursor of the next
+    page. A page never shifts while events are added: they are above every cursor."""
+    events = AuditEvent.objects.filter(account=account).order_by("-seq")
+    if before is not None:
+        events = events.filter(seq__lt=before)
+    rows = list(events[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1].seq if more and rows else None)

@@ -1,0 +1,41 @@
+from datetime import timedelta
+
+from django.core.management.base import BaseCommand, CommandError
+
+from services.accounts import AccountError, get_account
+from services.agents import issue_agent_token
+from services.audit import AuditContext
+from services.exceptions import AgentNotFound
+from services.identifiers import InvalidIdentifier, normalize_service
+
+
+class Command(BaseCommand):
+    help = (
+        "Issue a token for an agent. Prints the token alone on stdout, once: "
+        "AGENT_TOKEN=$(python manage.py issue_agent_token demo my-agent)."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("account")
+        parser.add_argument("name")
+        parser.add_argument(
+            "--expires-in", type=int, metavar="DAYS", help="Expire after this many days."
+        )
+
+    def handle(self, *args, account: str, name: str, expires_in: int | None, **options) -> None:
+        if expires_in is not None and expires_in < 1:
+            raise CommandError("--expires-in takes a whole number of days, 1 or more")
+        try:
+            owner = get_account(name=account)
+            issued = issue_agent_token(
+                account=owner,
+                name=normalize_service(name),
+                expires_in=timedelta(days=expires_in) if expires_in else None,
+                context=AuditContext.for_command(owner.pk),
+            )
+        except AccountError as exc:
+            raise CommandError(str(exc)) from None
+        except (AgentNotFound, InvalidIdentifier):
+            raise CommandError(f"no agent named {name!r} in {owner.name}") from None
+        self.stdout.write(issued.plaintext)
+        self.stderr.write(f"issued {issued.token.prefix} for agent {name}; shown only once")
