@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from services import tokens
 from services.identifiers import InvalidIdentifier, normalize_service
-from services.models import Account, ApiToken, BearerToken
+from services.models import Account, AgentToken, ApiToken, BearerToken
 
 
 class AccountError(ValueError):
@@ -84,9 +84,11 @@ def issue_token(
     )
 
 
-def revoke_token(*, prefix: str) -> ApiToken:
-    """Revoke the token with this display prefix; effective on its next request."""
-    token = ApiToken.objects.select_related("account").filter(prefix=prefix).first()
+def revoke_token(*, prefix: str) -> BearerToken:
+    """Revoke the account token (`cvt_`) or agent token (`cva_`) with this display prefix;
+    effective on its next request."""
+    model = AgentToken if prefix.startswith(f"{tokens.AGENT_KIND}_") else ApiToken
+    token = model.objects.select_related("account").filter(prefix=prefix).first()
     if token is None:
         raise AccountError(f"no token with prefix {prefix!r}")
     if token.revoked_at is None:

@@ -17,6 +17,7 @@ from django.test import Client
 
 from services.crypto import KeyRing
 from services.models import Account, ApiToken
+from tests.conftest import KEY_A
 from tests.support import Api
 
 TOKEN = re.compile(r"cvt_[0-9A-Za-z]{46}")
@@ -142,3 +143,78 @@ class TestExitCodes:
         result = manage("issue_token", "demo", "--expires-in", "-3")
         assert result.returncode != 0
         assert "--expires-in" in result.stderr
+
+
+AGENT_TOKEN = re.compile(r"cva_[0-9A-Za-z]{46}")
+
+
+@pytest.mark.django_db
+class TestAgentCommands:
+    def test_create_agent_and_issue_its_token(self, alice, alice_api):
+        out, _ = run(
+            "create_agent", "alice", "Report Bot", "--service", "GitHub", "--service", "slack"
+        )
+        assert out.strip() == "created agent report-bot of alice: github, slack"
+        out, err = run("issue_agent_token", "alice", "report-bot", "--expires-in", "3")
+        token = out.strip()
+        assert AGENT_TOKEN.fullmatch(token)
+        assert token not in err
+        alice_api.store("github", [{"keyName": "api_key", "value": "ghp"}])
+        response = Client().get(
+            "/api/v1/agent/credentials/github", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert response.status_code == 200
+        # Changes made from the command line are audited with the actor `cli`.
+        from services.models import AuditEvent
+
+        actors = set(AuditEvent.objects.values_list("token_prefix", flat=True))
+        assert "cli" in actors
+
+    def test_create_agent_replaces_grants(self, alice):
+        run("create_agent", "alice", "bot", "--service", "github")
+        out, _ = run("create_agent", "alice", "bot")
+        assert out.strip() == "updated agent bot of alice: no services"
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (["create_agent", "nobody", "bot"], "no account named"),
+            (["create_agent", "alice", "bad name/x"], "1 to 64 characters"),
+            (["create_agent", "alice", "bot", "--service", "../etc"], "1 to 64 characters"),
+            (["issue_agent_token", "alice", "ghost"], "no agent named"),
+            (["issue_agent_token", "alice", "bot", "--expires-in", "0"], "--expires-in"),
+        ],
+    )
+    def test_errors(self, alice, args, message):
+        run("create_agent", "alice", "bot")
+        with pytest.raises(CommandError, match=message):
+            run(*args)
+
+    def test_revoke_token_revokes_agent_tokens(self, alice):
+        run("create_agent", "alice", "bot", "--service", "github")
+        token = run("issue_agent_token", "alice", "bot")[0].strip()
+        out, _ = run("revoke_token", token[:12])
+        assert out.strip() == f"revoked {token[:12]} of alice"
+        response = Client().get(
+            "/api/v1/agent/credentials/github", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert response.status_code == 401
+
+
+def test_verify_audit_exits_non_zero_on_a_broken_chain(tmp_path):
+    """As an operator runs it: a fresh database, a real chain, an edit, the exit code."""
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'audit.sqlite3'}",
+        "CREDVAULT_ENCRYPTION_KEYS": f"k1:{KEY_A}",
+    }
+    assert manage("migrate", "-v", "0", **env).returncode == 0
+    assert manage("create_account", "acme", **env).returncode == 0
+    assert manage("create_agent", "acme", "bot", "--service", "github", **env).returncode == 0
+    intact = manage("verify_audit", **env)
+    assert intact.returncode == 0, intact.stderr
+    assert "account acme: 1 events, chain intact" in intact.stdout
+    edit = "from services.models import AuditEvent; AuditEvent.objects.update(status=500)"
+    assert manage("shell", "-v", "0", "-c", edit, **env).returncode == 0
+    broken = manage("verify_audit", "acme", **env)
+    assert broken.returncode != 0
+    assert "broken at seq 1" in broken.stderr

@@ -14,7 +14,15 @@ from django.test import Client
 from services import tokens
 from services.connections import credential_set
 from services.masking import Secret
-from services.models import Account, ApiToken, ConnectedService, CredentialField
+from services.models import (
+    Account,
+    Agent,
+    AgentToken,
+    ApiToken,
+    AuditEvent,
+    ConnectedService,
+    CredentialField,
+)
 from tests.support import creds, marked
 
 
@@ -101,6 +109,7 @@ def test_str_and_repr_of_models_hold_no_secret(secrets_everywhere, alice_api):
         *ApiToken.objects.all(),
         *ConnectedService.objects.all(),
         *CredentialField.objects.all(),
+        *AuditEvent.objects.all(),
     ]
     assert len(objects) >= 8
     for obj in objects:
@@ -122,11 +131,22 @@ def test_admin_pages_show_no_value_ciphertext_or_digest(secrets_everywhere, alic
     needles += list(ApiToken.objects.values_list("digest", flat=True))
     for blob in CredentialField.objects.values_list("ciphertext", flat=True):
         needles += [bytes(blob).hex(), bytes(blob)[:16].hex()]
+    # An agent with a grant and a token, and a read of a secret by it, so that the agent,
+    # agent-token and audit pages have rows to show.
+    from tests.test_agents import agent_token, put_agent, read
+
+    put_agent(alice_api, "bot", ["github"])
+    token = agent_token(alice_api, "bot")
+    assert read(token, "github").status_code == 200
+    needles += [token, *AgentToken.objects.values_list("digest", flat=True)]
     pages = []
     for model, url in (
         (Account, "services/account"),
         (ApiToken, "services/apitoken"),
         (ConnectedService, "services/connectedservice"),
+        (Agent, "services/agent"),
+        (AgentToken, "services/agenttoken"),
+        (AuditEvent, "services/auditevent"),
     ):
         pages.append(f"/admin/{url}/")
         pages += [f"/admin/{url}/{pk}/change/" for pk in model.objects.values_list("pk", flat=True)]

@@ -103,12 +103,12 @@ class _TokenAuthentication(BaseAuthentication):
                 # A known token, refused: its account still learns of the attempt.
                 request._request.credvault_audit = _context(request, token)
             raise InvalidToken()
-        if not isinstance(token, self.model):
-            raise InsufficientScope()
-        touch_last_used(token)
         # Read by the access log and the audit: who acted, never the token.
         request._request.credvault_token_prefix = token.prefix
         request._request.credvault_audit = _context(request, token)
+        if not isinstance(token, self.model):
+            raise InsufficientScope()
+        touch_last_used(token)
         return token.account, token
 
     def authenticate_header(self, request: Request) -> str:

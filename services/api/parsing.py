@@ -237,8 +237,8 @@ def parse_grants(data: Any) -> list[str]:
 def parse_token_request(request: Request) -> int | None:
     """The optional `{"expiresInDays": N}` of an agent-token request: N, or None when the
     body is empty or names no expiry."""
-    if not request.META.get("CONTENT_LENGTH") and not request.META.get("CONTENT_TYPE"):
-        return None
+    if request.META.get("CONTENT_LENGTH") in (None, "", "0"):
+        return None  # no body: no options, whatever the media type says
     data = read_json_body(request)
     if not isinstance(data, dict):
         raise InvalidRequest(

@@ -4,7 +4,10 @@ from services.accounts import AccountError, revoke_token
 
 
 class Command(BaseCommand):
-    help = "Revoke the API token with this display prefix (cvt_ and 8 characters)."
+    help = (
+        "Revoke the account token (cvt_) or agent token (cva_) with this display prefix "
+        "(the kind and 8 characters)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("prefix")
