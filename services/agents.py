@@ -64,6 +64,7 @@ def _put_once(
     *, account: Account, name: str, services: list[str], context: audit.AuditContext
 ) -> tuple[AgentView, bool]:
     with transaction.atomic():
+        head = audit.lock_head(context)
         agent = Agent.objects.select_for_update().filter(account=account, name=name).first()
         created = agent is None
         if created:
@@ -71,7 +72,8 @@ def _put_once(
         else:
             agent.grants.all().delete()
         Grant.objects.bulk_create(Grant(agent=agent, service=service) for service in services)
-        audit.record(
+        audit.append(
+            head,
             context,
             action=AuditAction.AGENTS_PUT,
             outcome=AuditOutcome.SUCCESS,
@@ -96,10 +98,12 @@ def put_agent(
 def delete_agent(*, account: Account, name: str, context: audit.AuditContext) -> None:
     """Delete the agent and its grants; its tokens are refused from the next request on."""
     with transaction.atomic():
+        head = audit.lock_head(context)
         deleted, _ = Agent.objects.filter(account=account, name=name).delete()
         if not deleted:
             raise AgentNotFound()
-        audit.record(
+        audit.append(
+            head,
             context,
             action=AuditAction.AGENTS_DELETE,
             outcome=AuditOutcome.SUCCESS,
@@ -113,10 +117,11 @@ def issue_agent_token(
     account: Account,
     name: str,
     expires_in: timedelta | None = None,
-    context: audit.AuditContext | None = None,
+    context: audit.AuditContext,
 ) -> IssuedToken:
     """A new `cva_` token for the agent; its plaintext is in the result and nowhere else."""
     with transaction.atomic():
+        head = audit.lock_head(context)
         agent = Agent.objects.filter(account=account, name=name).first()
         if agent is None:
             raise AgentNotFound()
@@ -128,14 +133,14 @@ def issue_agent_token(
             agent_name=agent.name,
             expires_at=expiry(expires_in),
         )
-        if context is not None:
-            audit.record(
-                context,
-                action=AuditAction.AGENT_TOKENS_ISSUE,
-                outcome=AuditOutcome.SUCCESS,
-                status=201,
-                target=name,
-            )
+        audit.append(
+            head,
+            context,
+            action=AuditAction.AGENT_TOKENS_ISSUE,
+            outcome=AuditOutcome.SUCCESS,
+            status=201,
+            target=name,
+        )
     return issued
 
 

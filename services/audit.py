@@ -12,8 +12,8 @@ the chain's head (last seq and digest). An edited row no longer matches its dige
 or reordered row breaks the sequence or the next `prev_digest`, and a row cut from the end no
 longer matches the head: `verify_chain` names the first broken link.
 
-An event is appended inside the transaction of the change it describes, holding the account
-row's lock, so that a change and its event commit together or not at all.
+A change takes the account row's lock first (`lock_head`) and appends its event inside the
+same transaction (`append`), so that a change and its event commit together or not at all.
 """
 
 from __future__ import annotations
@@ -71,6 +71,55 @@ def chain_digest(prev_digest: str, event: AuditEvent) -> str:
     return hashlib.sha256(f"{prev_digest}\n{canonical(event)}".encode()).hexdigest()
 
 
+def lock_head(context: AuditContext) -> Account:
+    """Lock the account's chain head (its account row) for the rest of the transaction.
+
+    Every transaction that changes something takes this lock first, before any row it
+    changes: one lock order for all writers of an account, so that two of them never wait
+    for each other (a replacing store holding a service row while a creating store holds the
+    account row and waits on that service row was a deadlock).
+    """
+    return (
+        Account.objects.select_for_update()
+        .only("audit_seq", "audit_head")
+        .get(pk=context.account_id)
+    )
+
+
+def append(
+    head: Account,
+    context: AuditContext,
+    *,
+    action: str,
+    outcome: str,
+    status: int,
+    service: str = "",
+    target: str = "",
+) -> AuditEvent:
+    """Append an event after the locked `head` (two queries: insert, move the head)."""
+    event = AuditEvent(
+        account_id=context.account_id,
+        seq=head.audit_seq + 1,
+        occurred_at=timezone.now(),
+        token_prefix=context.token_prefix,
+        agent_name=context.agent_name,
+        action=action,
+        service=service,
+        target=target,
+        outcome=outcome,
+        status=status,
+        request_id=context.request_id,
+        prev_digest=head.audit_head,
+    )
+    event.digest = chain_digest(event.prev_digest, event)
+    event.save(force_insert=True)
+    Account.objects.filter(pk=context.account_id).update(
+        audit_seq=event.seq, audit_head=event.digest
+    )
+    head.audit_seq, head.audit_head = event.seq, event.digest
+    return event
+
+
 def record(
     context: AuditContext,
     *,
@@ -80,37 +129,21 @@ def record(
     service: str = "",
     target: str = "",
 ) -> AuditEvent:
-    """Append an event to the account's chain (three queries: lock the head, insert, move it).
+    """Lock the head and append (three queries): for requests that change nothing.
 
-    Call it inside the transaction of the change it describes: it takes no savepoint, so a
-    failure here undoes the change too.
+    Inside a transaction it takes no savepoint, so a failure here undoes that transaction.
     """
     with transaction.atomic(savepoint=False):
-        head = (
-            Account.objects.select_for_update()
-            .only("audit_seq", "audit_head")
-            .get(pk=context.account_id)
-        )
-        event = AuditEvent(
-            account_id=context.account_id,
-            seq=head.audit_seq + 1,
-            occurred_at=timezone.now(),
-            token_prefix=context.token_prefix,
-            agent_name=context.agent_name,
+        head = lock_head(context)
+        return append(
+            head,
+            context,
             action=action,
-            service=service,
-            target=target,
             outcome=outcome,
             status=status,
-            request_id=context.request_id,
-            prev_digest=head.audit_head,
+            service=service,
+            target=target,
         )
-        event.digest = chain_digest(event.prev_digest, event)
-        event.save(force_insert=True)
-        Account.objects.filter(pk=context.account_id).update(
-            audit_seq=event.seq, audit_head=event.digest
-        )
-    return event
 
 
 @dataclass(frozen=True)

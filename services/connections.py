@@ -97,6 +97,9 @@ def _store_once(
 ) -> tuple[ConnectedService, bool]:
     now = timezone.now()
     with transaction.atomic():
+        # First the account's audit head: it orders every change of the account, new
+        # services included, so the limit holds and no two stores wait on each other.
+        head = audit.lock_head(context)
         connected = (
             ConnectedService.objects.select_for_update()
             .filter(account=account, service=credentials.service)
@@ -104,9 +107,6 @@ def _store_once(
         )
         created = connected is None
         if created:
-            # Serializes the creation of new services per account, so that the limit holds
-            # under concurrency.
-            Account.objects.select_for_update().filter(pk=account.pk).first()
             count = ConnectedService.objects.filter(account=account).count()
             if count >= settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT:
                 raise ServiceLimitReached()
@@ -136,7 +136,8 @@ def _store_once(
                 )
             )
         CredentialField.objects.bulk_create(rows)
-        audit.record(
+        audit.append(
+            head,
             context,
             action=AuditAction.SERVICES_STORE,
             outcome=AuditOutcome.SUCCESS,
@@ -181,10 +182,12 @@ def remove_service(*, account: Account, service: str, context: audit.AuditContex
     """Delete every field of the service at once, or raise ServiceNotConnected. From the
     commit on, no agent read finds any of them."""
     with transaction.atomic():
+        head = audit.lock_head(context)
         deleted, _ = ConnectedService.objects.filter(account=account, service=service).delete()
         if not deleted:
             raise ServiceNotConnected()
-        audit.record(
+        audit.append(
+            head,
             context,
             action=AuditAction.SERVICES_REMOVE,
             outcome=AuditOutcome.SUCCESS,

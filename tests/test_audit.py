@@ -135,7 +135,7 @@ def test_no_secret_or_token_in_any_event(alice_api, alice):
 
 def test_the_event_is_written_with_its_change(alice_api, alice, monkeypatch):
     """An audit write that fails undoes the change it describes."""
-    real = audit.record
+    real = audit.append
     calls = {"n": 0}
 
     def failing_first(*args, **kwargs):
@@ -144,7 +144,7 @@ def test_the_event_is_written_with_its_change(alice_api, alice, monkeypatch):
             raise RuntimeError("audit store down")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(audit, "record", failing_first)
+    monkeypatch.setattr(audit, "append", failing_first)
     assert_problem(alice_api.store("github", creds(api_key="v")), 500, "internal_error")
     assert not ConnectedService.objects.exists()
     assert events(alice) == [("services.store", "error", 500, "github", "", "")]
