@@ -7,6 +7,8 @@ import unicodedata
 from collections.abc import Iterable
 
 SERVICE_PATTERN = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,62}[a-z0-9])?")
+# The normalized form, as the OpenAPI document states it (the API also normalizes other input).
+SERVICE_SCHEMA_PATTERN = f"^{SERVICE_PATTERN.pattern}$"
 KEY_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _SEPARATOR_RUN = re.compile(r"[\s_]+")
 

@@ -80,6 +80,15 @@ class TestSchemaAndDocs:
         for name in ("accountToken", "agentToken"):
             scheme = doc["components"]["securitySchemes"][name]
             assert scheme == scheme | {"type": "http", "scheme": "bearer"}
+        for path, item in doc["paths"].items():
+            for method in ("put", "post"):
+                if method in item and not path.endswith("/tokens"):
+                    body = item[method]["requestBody"]
+                    assert body["required"] is True, (path, method)
+                    assert list(body["content"]) == ["application/json"], (path, method)
+                    assert body["content"]["application/json"]["examples"], (path, method)
+        tokens_body = doc["paths"]["/api/v1/agents/{name}/tokens"]["post"]["requestBody"]
+        assert tokens_body.get("required", False) is False
         agent_read = doc["paths"]["/api/v1/agent/credentials/{service}"]["get"]
         assert agent_read["security"] == [{"agentToken": []}]
 

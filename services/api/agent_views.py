@@ -19,7 +19,13 @@ from services.api.base import (
     note_target,
 )
 from services.api.parsing import parse_grants, parse_token_request, read_json_body
-from services.api.schema import COMMON_HEADERS, problems
+from services.api.schema import (
+    AGENT_EXAMPLES,
+    COMMON_HEADERS,
+    TOKEN_EXAMPLES,
+    path_identifier,
+    problems,
+)
 from services.api.serializers import (
     AgentCredentialsSerializer,
     AgentInputSerializer,
@@ -33,9 +39,7 @@ from services.exceptions import InvalidRequest, field_error
 from services.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services.models import AuditAction, AuditEvent
 
-NAME_PARAMETER = OpenApiParameter(
-    "name", str, OpenApiParameter.PATH, description="Agent name, normalized like a service."
-)
+NAME_PARAMETER = path_identifier("name", "The agent's name.")
 
 
 def agent_name(raw: str) -> str:
@@ -75,6 +79,7 @@ class AgentView(AccountAPIView):
         description="Grants are service identifiers; a service need not be connected yet. "
         "Removing a grant ends the agent's access to that service at once.",
         request=AgentInputSerializer,
+        examples=AGENT_EXAMPLES,
         responses={
             200: OpenApiResponse(AgentSerializer, description="Grants replaced."),
             201: OpenApiResponse(AgentSerializer, description="Agent created."),
@@ -119,6 +124,7 @@ class AgentTokenView(AccountAPIView):
         summary="Issue an agent token",
         description="The only response that ever holds a token: keep it, it is not shown again.",
         request=AgentTokenRequestSerializer,
+        examples=TOKEN_EXAMPLES,
         responses={
             201: AgentTokenSerializer,
             **problems(400, 401, 403, 404, 405, 413, 415, 429, 503),
@@ -167,12 +173,18 @@ class AuditEventListView(AccountAPIView):
         operation_id="list_audit_events",
         summary="List audit events, newest first",
         parameters=[
-            OpenApiParameter("limit", int, OpenApiParameter.QUERY, description="1 to 200; 50."),
+            OpenApiParameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
+                OpenApiParameter.QUERY,
+                description="Events per page, 1 to 200.",
+            ),
             OpenApiParameter(
                 "before",
                 str,
                 OpenApiParameter.QUERY,
                 description="The `next` cursor of the previous page.",
+                pattern=r"^[1-9][0-9]{0,17}$",
             ),
             *COMMON_HEADERS,
         ],
@@ -221,10 +233,7 @@ class AgentCredentialsView(AuditedAPIView):
             200: AgentCredentialsSerializer,
             **problems(400, 401, 403, 404, 405, 429, 500, 503),
         },
-        parameters=[
-            OpenApiParameter("service", str, OpenApiParameter.PATH),
-            *COMMON_HEADERS,
-        ],
+        parameters=[path_identifier("service", "A granted service."), *COMMON_HEADERS],
     )
     def get(self, request: Request, service: str) -> Response:
         normalized = connections.service_identifier(service)

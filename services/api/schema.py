@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
 from services.api.serializers import ProblemSerializer
+from services.identifiers import SERVICE_SCHEMA_PATTERN
 
 PROBLEM_DESCRIPTIONS = {
     400: "Invalid body or service identifier (malformed_json, invalid_request, invalid_service).",
@@ -26,6 +27,35 @@ PROBLEM_DESCRIPTIONS = {
     500: "Internal error (internal_error).",
     503: "The database cannot be reached (service_unavailable).",
 }
+
+
+def close_objects(result: dict, generator, request, public) -> dict:
+    """drf-spectacular postprocessing: every object schema takes exactly its properties, as
+    the strict reader does (a body with any other member is 400)."""
+
+    def close(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                node.setdefault("additionalProperties", False)
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    close(result.get("components", {}).get("schemas", {}))
+    return result
+
+
+def path_identifier(name: str, description: str) -> OpenApiParameter:
+    """A service identifier or agent name in the path, in its normalized form."""
+    return OpenApiParameter(
+        name,
+        str,
+        OpenApiParameter.PATH,
+        description=f"{description} Normalized like a service identifier.",
+        pattern=SERVICE_SCHEMA_PATTERN,
+    )
 
 
 def problems(*statuses: int) -> dict:
@@ -84,3 +114,44 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
             "bearerFormat": "cva_ followed by 46 base62 characters",
             "description": "An agent token: POST /api/v1/agents/{name}/tokens.",
         }
+
+
+CREDENTIAL_EXAMPLES = [
+    OpenApiExample(
+        "An API key",
+        value={"service": "github", "credentials": [{"keyName": "api_key", "value": "ghp_x"}]},
+        request_only=True,
+    ),
+    OpenApiExample(
+        "OAuth tokens",
+        value={
+            "service": "slack",
+            "credentials": [
+                {"keyName": "access_token", "value": "xoxp-1"},
+                {"keyName": "refresh_token", "value": "xoxe-1"},
+            ],
+        },
+        request_only=True,
+    ),
+    OpenApiExample(
+        "A service outside the catalog",
+        value={
+            "service": "my-internal-api",
+            "credentials": [
+                {"keyName": "client_id", "value": "id-1"},
+                {"keyName": "client_secret", "value": "secret-1"},
+            ],
+        },
+        request_only=True,
+    ),
+]
+
+AGENT_EXAMPLES = [
+    OpenApiExample(
+        "Grant two services", value={"services": ["github", "slack"]}, request_only=True
+    ),
+]
+
+TOKEN_EXAMPLES = [
+    OpenApiExample("Expiring in 30 days", value={"expiresInDays": 30}, request_only=True),
+]

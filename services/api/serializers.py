@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from services.identifiers import SERVICE_SCHEMA_PATTERN
 from services.models import KeyType
+
+NORMALIZATION = (
+    "Normalized by NFKC, trimming, lowercasing and turning each run of whitespace or _ into "
+    "-; the pattern is that of the normalized form."
+)
+
+
+def service_field(**kwargs) -> serializers.RegexField:
+    return serializers.RegexField(
+        SERVICE_SCHEMA_PATTERN, min_length=1, max_length=64, help_text=NORMALIZATION, **kwargs
+    )
 
 
 class ConnectedServiceSerializer(serializers.Serializer):
@@ -34,10 +46,7 @@ class CredentialEntrySerializer(serializers.Serializer):
 
 
 class CredentialInputSerializer(serializers.Serializer):
-    service = serializers.CharField(
-        help_text="Service identifier; normalized (NFKC, trimmed, lowercase, runs of "
-        "whitespace or _ become -)."
-    )
+    service = service_field()
     credentials = CredentialEntrySerializer(many=True, min_length=1, max_length=20)
 
 
@@ -100,7 +109,7 @@ class AgentSerializer(serializers.Serializer):
 
 class AgentInputSerializer(serializers.Serializer):
     services = serializers.ListField(
-        child=serializers.CharField(),
+        child=service_field(),
         max_length=100,
         help_text="The complete set of granted services; replaces the earlier grants.",
     )

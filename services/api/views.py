@@ -14,7 +14,7 @@ from providers.listing import describe_all
 from services import connections
 from services.api.base import AuditedAPIView, audit_context, mark_audited, note_service
 from services.api.parsing import read_credential_input
-from services.api.schema import COMMON_HEADERS, problems
+from services.api.schema import COMMON_HEADERS, CREDENTIAL_EXAMPLES, path_identifier, problems
 from services.api.serializers import (
     ConnectedServiceSerializer,
     CredentialInputSerializer,
@@ -71,6 +71,7 @@ class ServiceTestView(AccountAPIView):
             "(ok true, verified false). Nothing is stored."
         ),
         request=CredentialInputSerializer,
+        examples=CREDENTIAL_EXAMPLES,
         responses={
             200: TestResultSerializer,
             **problems(400, 401, 405, 413, 415, 429, 503),
@@ -135,6 +136,7 @@ class CredentialsView(AccountAPIView):
             *COMMON_HEADERS,
         ],
         request=CredentialInputSerializer,
+        examples=CREDENTIAL_EXAMPLES,
         responses={
             200: OpenApiResponse(ConnectedServiceSerializer, description="Replaced."),
             201: OpenApiResponse(ConnectedServiceSerializer, description="Newly connected."),
@@ -180,16 +182,8 @@ class ServiceCredentialsView(AccountAPIView):
     @extend_schema(
         operation_id="remove_service",
         summary="Remove a service's credentials",
-        parameters=[
-            OpenApiParameter(
-                "service",
-                str,
-                OpenApiParameter.PATH,
-                description="Service identifier, normalized like the body's.",
-            ),
-            *COMMON_HEADERS,
-        ],
-        responses={204: None, **problems(400, 401, 404, 405, 429, 503)},
+        parameters=[path_identifier("service", "The service to remove."), *COMMON_HEADERS],
+        responses={204: None, **problems(400, 401, 403, 404, 405, 429, 503)},
     )
     def delete(self, request: Request, service: str) -> Response:
         normalized = connections.service_identifier(service)
