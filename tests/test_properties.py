@@ -1,0 +1,166 @@
+"""Property tests (hypothesis): the rules hold for every input, not just the examples."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from services import tokens
+from services.api.parsing import loads_strict, parse_credential_input
+from services.crypto import DecryptionError, KeyRing, Place
+from services.exceptions import MalformedJSON, ProblemError
+from services.identifiers import SERVICE_PATTERN, InvalidIdentifier, normalize_service
+from services.masking import Secret
+from tests.support import Api
+
+RING = KeyRing.parse(f"p:{base64.b64encode(b'P' * 32).decode()}")
+FAST = settings(max_examples=300, deadline=None)
+
+places = st.builds(
+    Place,
+    account_id=st.integers(1, 2**40),
+    service=st.from_regex(SERVICE_PATTERN, fullmatch=True),
+    key_name=st.from_regex(r"[a-z][a-z0-9_]{0,63}", fullmatch=True),
+    generation=st.integers(1, 2**40),
+)
+
+
+# --- service identifiers -------------------------------------------------------------------
+
+
+@FAST
+@given(st.text(max_size=80))
+def test_normalization_is_idempotent_and_yields_the_pattern_or_refuses(raw):
+    try:
+        normalized = normalize_service(raw)
+    except InvalidIdentifier:
+        return
+    assert SERVICE_PATTERN.fullmatch(normalized)
+    assert normalize_service(normalized) == normalized
+
+
+@FAST
+@given(st.from_regex(SERVICE_PATTERN, fullmatch=True), st.sampled_from([" ", "\t", "\u3000"]))
+def test_surrounding_whitespace_and_case_do_not_change_the_identifier(service, space):
+    assert normalize_service(f"{space}{service.upper()}{space}") == service
+
+
+# --- the strict JSON reader ----------------------------------------------------------------
+
+
+@FAST
+@given(st.binary(max_size=512))
+def test_the_reader_refuses_or_parses_any_bytes_without_crashing(raw):
+    try:
+        document = loads_strict(raw)
+    except MalformedJSON:
+        return
+    with contextlib.suppress(ProblemError):
+        parse_credential_input(document)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@FAST
+@given(json_values)
+def test_any_json_document_is_read_or_refused_with_a_problem(document):
+    raw = json.dumps(document).encode()
+    try:
+        parse_credential_input(loads_strict(raw))
+        status = 200
+    except ProblemError as refused:
+        status = refused.status_code
+    assert status in (200, 400)
+
+
+@FAST
+@given(st.text(min_size=1, max_size=10), st.text(max_size=10), st.text(max_size=10))
+def test_duplicate_member_names_are_always_refused(name, first, second):
+    raw = (
+        "{"
+        + f"{json.dumps(name)}: {json.dumps(first)}, {json.dumps(name)}: {json.dumps(second)}"
+        + "}"
+    )
+    with pytest.raises(MalformedJSON):
+        loads_strict(raw.encode())
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(raw=st.binary(max_size=300) | st.builds(lambda d: json.dumps(d).encode(), json_values))
+def test_the_api_never_answers_500_to_any_body(alice_api: Api, settings, raw):
+    settings.CREDVAULT_RATE_LIMIT = settings.CREDVAULT_TEST_RATE_LIMIT = "1000000/min"
+    for method, path in (
+        ("PUT", "/api/v1/services/credentials"),
+        ("POST", "/api/v1/services/test"),
+    ):
+        response = alice_api.raw(method, path, raw)
+        assert response.status_code in (200, 201, 400, 413, 415), response.content
+        assert response["Content-Type"] in ("application/json", "application/problem+json")
+
+
+# --- tokens --------------------------------------------------------------------------------
+
+
+@FAST
+@given(st.integers(0, 45), st.sampled_from(tokens.BASE62), st.sampled_from(["cvt", "cva"]))
+def test_every_single_character_change_is_caught(position, replacement, kind):
+    token = tokens.generate(kind).plaintext
+    index = len(kind) + 1 + position
+    assume(token[index] != replacement)
+    changed = token[:index] + replacement + token[index + 1 :]
+    assert not tokens.is_well_formed(changed, kind)
+
+
+@FAST
+@given(st.text(max_size=60))
+def test_random_text_is_almost_never_a_well_formed_token(text):
+    if tokens.is_well_formed(text):
+        # Only a text of the exact shape with a matching checksum passes.
+        assert text.startswith("cvt_")
+        assert text[-6:] == tokens.checksum(text[4:44])
+
+
+# --- sealing -------------------------------------------------------------------------------
+
+
+@FAST
+@given(st.text(min_size=1, max_size=300), places)
+def test_seal_then_open_returns_the_value(value, place):
+    key_id, blob = RING.seal(Secret(value), place)
+    assert RING.open(key_id, blob, place, row="r").reveal() == value
+
+
+@FAST
+@given(st.text(min_size=1, max_size=50), places, places)
+def test_a_ciphertext_opens_only_at_its_place(value, place, other):
+    assume(place != other)
+    key_id, blob = RING.seal(Secret(value), place)
+    with pytest.raises(DecryptionError):
+        RING.open(key_id, blob, other, row="r")
+
+
+@FAST
+@given(st.text(min_size=1, max_size=50), places, st.data())
+def test_any_flipped_bit_is_detected(value, place, data):
+    key_id, blob = RING.seal(Secret(value), place)
+    position = data.draw(st.integers(0, len(blob) - 1))
+    bit = data.draw(st.integers(0, 7))
+    tampered = bytearray(blob)
+    tampered[position] ^= 1 << bit
+    with pytest.raises(DecryptionError):
+        RING.open(key_id, bytes(tampered), place, row="r")
