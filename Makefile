@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: run test lint format setup migrate clean
+SOAK_SECONDS ?= 60
+
+.PHONY: run test lint format setup migrate clean fuzz soak
 
 run: setup migrate
 	$(PY) manage.py bootstrap_demo --base-url http://127.0.0.1:8000
@@ -12,6 +14,14 @@ run: setup migrate
 
 test: setup lint
 	$(BIN)/pytest
+
+# schemathesis against a live gunicorn over every operation of the OpenAPI document.
+fuzz: setup
+	$(PY) -m scripts.fuzz_api
+
+# Concurrent clients for SOAK_SECONDS against gunicorn on PostgreSQL (127.0.0.1:5432).
+soak: setup
+	$(PY) -m scripts.soak --seconds $(SOAK_SECONDS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -166,6 +166,7 @@ class TestVerifyAudit:
         bob_api.list()
         out, _ = self._verify()
         assert "account alice: 5 events, chain intact" in out
+        assert f"head {Account.objects.get(name='alice').audit_head}" in out
         assert "account bob: 1 events, chain intact" in out
 
     def _broken(self, *args: str) -> str:

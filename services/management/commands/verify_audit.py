@@ -8,7 +8,8 @@ from services.models import Account
 class Command(BaseCommand):
     help = (
         "Verify the hash chain of audit events of one account, or of every account. Names the "
-        "first broken link (an edited, deleted or reordered event) and exits non-zero."
+        "first broken link (an edited, deleted or reordered event) and exits non-zero. Prints "
+        "each chain's head digest: record it elsewhere to detect a rewritten chain."
     )
 
     def add_arguments(self, parser) -> None:
@@ -26,7 +27,9 @@ class Command(BaseCommand):
         for owner in accounts:
             count, failure = verify_chain(owner)
             if failure is None:
-                self.stdout.write(f"account {owner.name}: {count} events, chain intact")
+                self.stdout.write(
+                    f"account {owner.name}: {count} events, chain intact, head {owner.audit_head}"
+                )
             else:
                 broken.append(failure)
                 self.stderr.write(str(failure))
