@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 
-from services import audit, tokens
+from services import audit, sql, tokens
 from services.accounts import IssuedToken, create_token, expiry
 from services.crypto import Place, key_ring
 from services.exceptions import AgentNotFound, NotGranted, ServiceNotConnected
@@ -23,6 +23,7 @@ from services.models import (
     AgentToken,
     AuditAction,
     AuditOutcome,
+    ConnectedService,
     CredentialField,
     Grant,
 )
@@ -144,35 +145,48 @@ def issue_agent_token(
     return issued
 
 
+def _read_sql() -> str:
+    fields, services, grants = (
+        sql.table(CredentialField),
+        sql.table(ConnectedService),
+        sql.table(Grant),
+    )
+    return (
+        "SELECT s.key_type, s.connected_at, s.generation, f.id, f.key_name, f.key_id, "  # noqa: S608
+        f"f.ciphertext FROM {grants} g "
+        f"LEFT JOIN {services} s ON s.account_id = %s AND s.service = g.service "
+        f"LEFT JOIN {fields} f ON f.connected_service_id = s.id "
+        "WHERE g.agent_id = %s AND g.service = %s ORDER BY f.key_name"
+    )
+
+
+_read = sql.cached(_read_sql)
+
+
 def read_credentials(
     *, token: AgentToken, service: str, context: audit.AuditContext
 ) -> AgentCredentials:
     """The agent read: the complete stored set of a granted service, or NotGranted (403) or
     ServiceNotConnected (404).
 
-    The fields and their service row come from one statement, so the set is the one of a
-    single committed store even while another store replaces it; the grant check, the read and
-    the audit event are one transaction. Nothing decrypted is kept after the response.
+    The grant, the service row and its fields come from one statement: no row means no
+    grant, a row without fields means nothing is stored, and the set is that of a single
+    committed store even while another store replaces it. The read and its audit event are
+    one transaction. Nothing decrypted is kept after the response.
     """
     with transaction.atomic():
-        if not Grant.objects.filter(agent_id=token.agent_id, service=service).exists():
-            raise NotGranted()
-        rows = list(
-            CredentialField.objects.filter(
-                connected_service__account_id=token.account_id,
-                connected_service__service=service,
-            ).select_related("connected_service")
-        )
+        rows = sql.fetch(_read(), [token.account_id, token.agent_id, service])
         if not rows:
+            raise NotGranted()
+        if rows[0][3] is None:
             raise ServiceNotConnected()
-        connected = rows[0].connected_service
+        key_type, connected_at, generation = rows[0][:3]
         ring = key_ring()
         fields = []
-        for row in rows:
-            place = Place(token.account_id, service, row.key_name, connected.generation)
-            fields.append(
-                (row.key_name, ring.open(row.key_id, row.ciphertext, place, row=repr(row)))
-            )
+        for _, _, _, pk, key_name, key_id, ciphertext in rows:
+            place = Place(token.account_id, service, key_name, generation)
+            row = f"credential field {pk} ({service}/{key_name})"
+            fields.append((key_name, ring.open(key_id, ciphertext, place, row=row)))
         audit.record(
             context,
             action=AuditAction.AGENT_READ,
@@ -182,7 +196,7 @@ def read_credentials(
         )
     return AgentCredentials(
         service=service,
-        key_type=connected.key_type,
-        connected_at=connected.connected_at,
+        key_type=key_type,
+        connected_at=sql.as_datetime(connected_at),
         fields=fields,
     )

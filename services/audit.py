@@ -24,8 +24,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC
+from functools import lru_cache
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from services.models import Account, AuditEvent
@@ -71,23 +72,70 @@ def chain_digest(prev_digest: str, event: AuditEvent) -> str:
     return hashlib.sha256(f"{prev_digest}\n{canonical(event)}".encode()).hexdigest()
 
 
-def lock_head(context: AuditContext) -> Account:
+@dataclass(slots=True)
+class Head:
+    """The locked head of an account's chain: its last seq and digest."""
+
+    account_id: int
+    seq: int
+    digest: str
+
+
+@lru_cache(maxsize=4)
+def _statements(vendor: str, for_update: bool) -> tuple[str, str, str]:
+    """The three statements of an append, written once: they run on every request, and the
+    ORM would compile them anew each time (the larger part of their cost)."""
+    quote = connection.ops.quote_name
+    account = quote(Account._meta.db_table)
+    event = quote(AuditEvent._meta.db_table)
+    columns = [
+        "account_id",
+        "seq",
+        "occurred_at",
+        "token_prefix",
+        "agent_name",
+        "action",
+        "service",
+        "target",
+        "outcome",
+        "status",
+        "request_id",
+        "prev_digest",
+        "digest",
+    ]
+    # Only names from the models' metadata, quoted, are put in the text; values are bound.
+    lock = f"SELECT audit_seq, audit_head FROM {account} WHERE id = %s"  # noqa: S608
+    if for_update:
+        lock += " FOR UPDATE"
+    insert = (
+        f"INSERT INTO {event} ({', '.join(quote(c) for c in columns)}) "  # noqa: S608
+        f"VALUES ({', '.join(['%s'] * len(columns))})"
+    )
+    move = f"UPDATE {account} SET audit_seq = %s, audit_head = %s WHERE id = %s"  # noqa: S608
+    return lock, insert, move
+
+
+def _sql() -> tuple[str, str, str]:
+    return _statements(connection.vendor, connection.features.has_select_for_update)
+
+
+def lock_head(context: AuditContext) -> Head:
     """Lock the account's chain head (its account row) for the rest of the transaction.
 
     Every transaction that changes something takes this lock first, before any row it
     changes: one lock order for all writers of an account, so that two of them never wait
     for each other (a replacing store holding a service row while a creating store holds the
-    account row and waits on that service row was a deadlock).
+    account row and waits on that service row was a deadlock). On SQLite the IMMEDIATE
+    transaction holds the database's write lock already.
     """
-    return (
-        Account.objects.select_for_update()
-        .only("audit_seq", "audit_head")
-        .get(pk=context.account_id)
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_sql()[0], [context.account_id])
+        seq, digest = cursor.fetchone()
+    return Head(account_id=context.account_id, seq=seq, digest=digest)
 
 
 def append(
-    head: Account,
+    head: Head,
     context: AuditContext,
     *,
     action: str,
@@ -99,7 +147,7 @@ def append(
     """Append an event after the locked `head` (two queries: insert, move the head)."""
     event = AuditEvent(
         account_id=context.account_id,
-        seq=head.audit_seq + 1,
+        seq=head.seq + 1,
         occurred_at=timezone.now(),
         token_prefix=context.token_prefix,
         agent_name=context.agent_name,
@@ -109,14 +157,31 @@ def append(
         outcome=outcome,
         status=status,
         request_id=context.request_id,
-        prev_digest=head.audit_head,
+        prev_digest=head.digest,
     )
     event.digest = chain_digest(event.prev_digest, event)
-    event.save(force_insert=True)
-    Account.objects.filter(pk=context.account_id).update(
-        audit_seq=event.seq, audit_head=event.digest
-    )
-    head.audit_seq, head.audit_head = event.seq, event.digest
+    _, insert, move = _sql()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            insert,
+            [
+                event.account_id,
+                event.seq,
+                connection.ops.adapt_datetimefield_value(event.occurred_at),
+                event.token_prefix,
+                event.agent_name,
+                event.action,
+                event.service,
+                event.target,
+                event.outcome,
+                event.status,
+                event.request_id,
+                event.prev_digest,
+                event.digest,
+            ],
+        )
+        cursor.execute(move, [event.seq, event.digest, context.account_id])
+    head.seq, head.digest = event.seq, event.digest
     return event
 
 

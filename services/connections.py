@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from providers import catalog, verification
-from services import audit
+from services import audit, sql
 from services.crypto import Place, key_ring
 from services.exceptions import (
     InvalidRequest,
@@ -83,13 +84,30 @@ def credential_set(*, service: str, fields: Sequence[tuple[str, Secret]]) -> Cre
     return CredentialSet(service=normalized, key_type=key_type_for(names), fields=fields)
 
 
-def list_services(*, account: Account) -> list[ConnectedService]:
-    """The account's connected services, sorted by service identifier (one query)."""
-    return list(
-        ConnectedService.objects.filter(account=account)
-        .only("service", "key_type", "connected_at")
-        .order_by("service")
+@dataclass(frozen=True, slots=True)
+class ServiceEntry:
+    """One connected service as the list shows it."""
+
+    service: str
+    key_type: str
+    connected_at: datetime
+
+
+_list_sql = sql.cached(
+    lambda: (
+        f"SELECT service, key_type, connected_at FROM {sql.table(ConnectedService)} "  # noqa: S608
+        "WHERE account_id = %s ORDER BY service"
     )
+)
+
+
+def list_services(*, account: Account) -> list[ServiceEntry]:
+    """The account's connected services, sorted by service identifier (one query on the
+    unique (account, service) index; fixed SQL, as it runs on every list)."""
+    return [
+        ServiceEntry(service, key_type, sql.as_datetime(connected_at))
+        for service, key_type, connected_at in sql.fetch(_list_sql(), [account.pk])
+    ]
 
 
 def _store_once(

@@ -218,15 +218,14 @@ class TestAgentRead:
         for fields in (1, 20):
             alice_api.store("custom", creds(**{f"field_{i}": "v" for i in range(fields)}))
             AgentToken.objects.update(last_used_at=timezone.now())
-            with django_assert_num_queries(8):
-                # 1. SELECT the agent token by digest, joined to its account and agent
+            with django_assert_num_queries(7):
+                # 1. SELECT the agent token by digest, joined to its account
                 # 2. SAVEPOINT
-                # 3. SELECT the grant (EXISTS)
-                # 4. SELECT the fields joined to their service, in one statement
-                # 5. SELECT the account's audit head FOR UPDATE
-                # 6. INSERT the audit event
-                # 7. UPDATE the audit head
-                # 8. RELEASE SAVEPOINT
+                # 3. SELECT the grant joined to its service and fields, in one statement
+                # 4. SELECT the account's audit head FOR UPDATE
+                # 5. INSERT the audit event
+                # 6. UPDATE the audit head
+                # 7. RELEASE SAVEPOINT
                 response = read(reader, "custom")
             assert len(response.json()["credentials"]) == fields
 

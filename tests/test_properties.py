@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -16,6 +17,7 @@ from services.crypto import DecryptionError, KeyRing, Place
 from services.exceptions import MalformedJSON, ProblemError
 from services.identifiers import SERVICE_PATTERN, InvalidIdentifier, normalize_service
 from services.masking import Secret
+from services.sql import as_datetime
 from tests.support import Api
 
 RING = KeyRing.parse(f"p:{base64.b64encode(b'P' * 32).decode()}")
@@ -164,3 +166,13 @@ def test_any_flipped_bit_is_detected(value, place, data):
     tampered[position] ^= 1 << bit
     with pytest.raises(DecryptionError):
         RING.open(key_id, bytes(tampered), place, row="r")
+
+
+@FAST
+@given(st.datetimes(min_value=datetime(2000, 1, 1)))
+def test_datetimes_read_back_from_either_database_are_aware_utc(moment):
+    aware = moment.replace(tzinfo=UTC)
+    assert as_datetime(aware) == aware
+    assert as_datetime(moment) == aware  # SQLite: naive UTC
+    assert as_datetime(moment.isoformat(sep=" ")) == aware  # SQLite as text
+    assert as_datetime(None) is None

@@ -19,7 +19,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from services import tokens
+from services import sql, tokens
 from services.api.middleware import request_id_of
 from services.audit import AuditContext
 from services.exceptions import REALM, InsufficientScope
@@ -60,14 +60,52 @@ def touch_last_used(token: BearerToken) -> None:
     token.last_used_at = now
 
 
+TOKEN_COLUMNS = ("id", "account_id", "prefix", "last_used_at", "expires_at", "revoked_at")
+
+
+def _lookup_sql(model: type[BearerToken]) -> str:
+    extra = ", t.agent_id, t.agent_name" if model is AgentToken else ""
+    columns = ", ".join(f"t.{name}" for name in TOKEN_COLUMNS)
+    return (
+        f"SELECT {columns}, a.name, a.is_active{extra} "  # noqa: S608 - names only
+        f"FROM {sql.table(model)} t JOIN {sql.table(Account)} a ON a.id = t.account_id "
+        "WHERE t.digest = %s"
+    )
+
+
+_account_token_sql = sql.cached(lambda: _lookup_sql(ApiToken))
+_agent_token_sql = sql.cached(lambda: _lookup_sql(AgentToken))
+
+
 def _lookup(raw: str) -> BearerToken | None:
-    """The stored token for a well-formed `raw`, None when unknown; no query when malformed."""
-    digest = tokens.digest(raw)
+    """The stored token for a well-formed `raw`, None when unknown; no query when malformed.
+
+    One indexed query joined to the account; it runs on every authenticated request, so it is
+    fixed SQL read with a plain cursor (services/sql.py).
+    """
     if tokens.is_well_formed(raw, tokens.ACCOUNT_KIND):
-        return ApiToken.objects.select_related("account").filter(digest=digest).first()
-    if tokens.is_well_formed(raw, tokens.AGENT_KIND):
-        return AgentToken.objects.select_related("account", "agent").filter(digest=digest).first()
-    return None
+        model: type[BearerToken] = ApiToken
+        statement = _account_token_sql()
+    elif tokens.is_well_formed(raw, tokens.AGENT_KIND):
+        model, statement = AgentToken, _agent_token_sql()
+    else:
+        return None
+    rows = sql.fetch(statement, [tokens.digest(raw)])
+    if not rows:
+        return None
+    pk, account_id, prefix, last_used, expires, revoked, name, active, *agent = rows[0]
+    token = model(
+        id=pk,
+        account_id=account_id,
+        prefix=prefix,
+        last_used_at=sql.as_datetime(last_used),
+        expires_at=sql.as_datetime(expires),
+        revoked_at=sql.as_datetime(revoked),
+    )
+    if agent:
+        token.agent_id, token.agent_name = agent
+    token.account = Account(id=account_id, name=name, is_active=bool(active))
+    return token
 
 
 def _refusal(token: BearerToken | None, now) -> bool:

@@ -30,7 +30,7 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def service_body(connected: ConnectedService) -> dict[str, str]:
+def service_body(connected: ConnectedService | connections.ServiceEntry) -> dict[str, str]:
     return {
         "service": connected.service,
         "connectedAt": rfc3339(connected.connected_at),

@@ -1,0 +1,487 @@
+"""Benchmark: `python -m scripts.bench` (or `make bench`).
+
+For SQLite and PostgreSQL in turn: seed a fresh database, start gunicorn with production
+settings (DEBUG off, 2 sync workers), and load it from a separate process (wrk when installed,
+else a Python load generator) in interleaved rounds: the baseline `/healthz` (a plain Django
+view), list with 10 and with 100 services, store of a 3-field set, the agent read, and test of
+a custom service (`no_verifier`). Prints rps, p50 and p99 as ratios to the baseline of the same
+round, the server's CPU per request, each worker's memory and the non-2xx count; then the
+growth tables (list with 10/100/1,000 services, store with 1/10/20 fields, token lookup with
+10 and 100,000 tokens) and the targets. The figures are measurements, not tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.harness import BASE_DIR, Gunicorn, server_env
+
+WORK = BASE_DIR / "var" / "bench"
+BACKENDS = {
+    "sqlite": f"sqlite:///{WORK / 'bench.sqlite3'}",
+    "postgres": "postgres://postgres@127.0.0.1:5432/credvault_bench",
+}
+TARGETS = {  # median ratio of rps to the baseline's
+    "list10": 0.40,
+    "list100": 0.20,
+    "agent_read": 0.40,
+    "store": {"sqlite": 0.12, "postgres": 0.15},
+    "test": 0.45,
+}
+P99_FACTOR = 4.0
+FIELDS = {
+    "api_key": "sk-bench-0123456789abcdef",
+    "client_secret": "bench-secret-abcdef0123456789",
+    "private_key": "-----BEGIN KEY-----\nMIIBbench\n-----END KEY-----\n",
+}
+
+
+# --- seeding (runs in a subprocess with the backend's environment) ---------------------------
+
+
+def seed(pad_tokens: int) -> dict:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from services import agents, connections
+    from services.accounts import create_account, issue_token
+    from services.audit import AuditContext
+    from services.masking import Secret
+    from services.models import Account, ApiToken
+
+    if pad_tokens:
+        account = Account.objects.get(name="list10")
+        ApiToken.objects.bulk_create(
+            (
+                ApiToken(account=account, prefix=f"pad_{i:08d}", digest=f"{i:064x}")
+                for i in range(pad_tokens)
+            ),
+            batch_size=5000,
+        )
+        return {"tokens": ApiToken.objects.count()}
+
+    call_command("migrate", verbosity=0)
+    out: dict[str, str] = {}
+
+    def account_with(name: str, services: int, fields: int = 3) -> str:
+        account = create_account(name=name)
+        token = issue_token(account=account, name="bench").plaintext
+        context = AuditContext.for_command(account.pk)
+        for index in range(services):
+            values = [
+                (f"field_{i}", Secret(f"value-{index}-{i}-" + "x" * 24)) for i in range(fields)
+            ]
+            credentials = connections.credential_set(service=f"svc-{index:04d}", fields=values)
+            connections.store_credentials(account=account, credentials=credentials, context=context)
+        return token
+
+    out["list10"] = account_with("list10", 10)
+    out["list100"] = account_with("list100", 100)
+    out["list1000"] = account_with("list1000", 1000)
+    out["store"] = account_with("store", 0)
+    out["test"] = account_with("test", 0)
+    agent_owner = account_with("agent", 0)
+    account = Account.objects.get(name="agent")
+    context = AuditContext.for_command(account.pk)
+    credentials = connections.credential_set(
+        service="github", fields=[("api_key", Secret(FIELDS["api_key"]))]
+    )
+    connections.store_credentials(account=account, credentials=credentials, context=context)
+    agents.put_agent(account=account, name="reader", services=["github"], context=context)
+    out["agent"] = agents.issue_agent_token(
+        account=account, name="reader", context=context
+    ).plaintext
+    out["agent_owner"] = agent_owner
+    return out
+
+
+def run_seed(env: dict[str, str], pad_tokens: int = 0) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-m", "scripts.bench", "--seed", str(pad_tokens)],
+        cwd=BASE_DIR,
+        env={**env, "DJANGO_SETTINGS_MODULE": "credvault.settings"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"seeding failed: {result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# --- load --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Endpoint:
+    name: str
+    method: str
+    path: str
+    token: str | None = None
+    body: dict | None = None
+
+
+@dataclass
+class Result:
+    requests: int
+    rps: float
+    p50: float  # milliseconds
+    p99: float
+    non_2xx: int
+    errors: int
+    cpu_ms: float = 0.0
+
+
+def _wrk_script(endpoint: Endpoint) -> Path:
+    lines = [f'wrk.method = "{endpoint.method}"']
+    if endpoint.token:
+        lines.append(f'wrk.headers["Authorization"] = "Bearer {endpoint.token}"')
+    if endpoint.body is not None:
+        lines.append('wrk.headers["Content-Type"] = "application/json"')
+        lines.append(f"wrk.body = {json.dumps(json.dumps(endpoint.body))}")
+    path = WORK / f"{endpoint.name}.lua"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text).groups()
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}[unit]
+
+
+def wrk(url: str, endpoint: Endpoint, connections: int, seconds: float) -> Result:
+    output = subprocess.run(
+        [
+            "wrk",
+            f"-t{min(2, connections)}",
+            f"-c{connections}",
+            f"-d{max(1, round(seconds))}s",
+            "--latency",
+            "--timeout",
+            "10s",
+            "-s",
+            str(_wrk_script(endpoint)),
+            url + endpoint.path,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    if "Latency Distribution" not in output:
+        raise RuntimeError(f"wrk gave no latency distribution:\n{output}")
+    requests = int(re.search(r"(\d+) requests in", output).group(1))
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    errors = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
+    )
+    return Result(
+        requests=requests,
+        rps=float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        p50=_ms(re.search(r"^\s+50%\s+(\S+)", output, re.M).group(1)),
+        p99=_ms(re.search(r"^\s+99%\s+(\S+)", output, re.M).group(1)),
+        non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+        errors=sum(int(n) for n in errors.groups()) if errors else 0,
+    )
+
+
+async def _python_load(url: str, endpoint: Endpoint, connections: int, seconds: float) -> Result:
+    """The fallback generator: raw HTTP/1.1 over asyncio, one request per connection as
+    gunicorn's sync workers answer."""
+    host, port = url.removeprefix("http://").split(":")
+    body = json.dumps(endpoint.body).encode() if endpoint.body is not None else b""
+    head = f"{endpoint.method} {endpoint.path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n"
+    if endpoint.token:
+        head += f"Authorization: Bearer {endpoint.token}\r\n"
+    if body:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    raw = head.encode() + b"\r\n" + body
+    latencies: list[float] = []
+    statuses: list[int] = []
+    errors = 0
+    deadline = time.monotonic() + seconds
+
+    async def worker() -> None:
+        nonlocal errors
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            try:
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(raw)
+                await writer.drain()
+                data = await reader.read()
+                writer.close()
+                statuses.append(int(data.split(b" ", 2)[1]))
+                latencies.append((time.perf_counter() - started) * 1000)
+            except (OSError, IndexError, ValueError):
+                errors += 1
+
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    ordered = sorted(latencies) or [0.0]
+    return Result(
+        requests=len(statuses),
+        rps=len(statuses) / seconds,
+        p50=ordered[len(ordered) // 2],
+        p99=ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        non_2xx=sum(1 for s in statuses if not 200 <= s < 400),
+        errors=errors,
+    )
+
+
+def load(url: str, endpoint: Endpoint, connections: int, seconds: float) -> Result:
+    if shutil.which("wrk"):
+        return wrk(url, endpoint, connections, seconds)
+    return asyncio.run(_python_load(url, endpoint, connections, seconds))
+
+
+# --- server measurements -----------------------------------------------------------------------
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            continue
+    return total / ticks
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def measure(server: Gunicorn, endpoint: Endpoint, connections: int, seconds: float) -> Result:
+    pids = [server.process.pid, *server.worker_pids()]
+    before = cpu_seconds(pids)
+    result = load(server.url, endpoint, connections, seconds)
+    used = cpu_seconds(pids) - before
+    result.cpu_ms = used * 1000 / max(1, result.requests)
+    return result
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def fresh_database(backend: str) -> None:
+    if backend == "sqlite":
+        WORK.mkdir(parents=True, exist_ok=True)
+        for path in WORK.glob("bench.sqlite3*"):
+            path.unlink()
+        return
+    import psycopg
+
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as db:
+        db.execute('DROP DATABASE IF EXISTS "credvault_bench" WITH (FORCE)')
+        db.execute('CREATE DATABASE "credvault_bench"')
+
+
+def endpoints(tokens: dict) -> list[Endpoint]:
+    credentials = [{"keyName": k, "value": v} for k, v in FIELDS.items()]
+    return [
+        Endpoint("baseline", "GET", "/healthz"),
+        Endpoint("list10", "GET", "/api/v1/services", tokens["list10"]),
+        Endpoint("list100", "GET", "/api/v1/services", tokens["list100"]),
+        Endpoint(
+            "store",
+            "PUT",
+            "/api/v1/services/credentials",
+            tokens["store"],
+            {"service": "bench-store", "credentials": credentials},
+        ),
+        Endpoint("agent_read", "GET", "/api/v1/agent/credentials/github", tokens["agent"]),
+        Endpoint(
+            "test",
+            "POST",
+            "/api/v1/services/test",
+            tokens["test"],
+            {"service": "my-internal-api", "credentials": credentials},
+        ),
+    ]
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows
+    )
+
+
+def run_backend(backend: str, args: argparse.Namespace) -> dict:
+    fresh_database(backend)
+    env = server_env(
+        BACKENDS[backend],
+        CREDVAULT_RATE_LIMIT="100000000/min",
+        CREDVAULT_TEST_RATE_LIMIT="100000000/min",
+        CREDVAULT_MAX_SERVICES_PER_ACCOUNT="2000",
+    )
+    print(f"\n=== {backend}: seeding", flush=True)
+    tokens = run_seed(env)
+    summary: dict = {"ratios": {}, "p99_factor": {}, "non_2xx": 0}
+    with Gunicorn(env, workers=2, log=WORK / f"gunicorn-{backend}.log") as server:
+        eps = endpoints(tokens)
+        for endpoint in eps:  # warm up each worker and path
+            load(server.url, endpoint, 4, 1)
+        rounds: list[dict[str, Result]] = []
+        for number in range(args.rounds):
+            results = {ep.name: measure(server, ep, 16, args.seconds) for ep in eps}
+            rounds.append(results)
+            base = results["baseline"]
+            rows = [
+                [
+                    "endpoint",
+                    "rps",
+                    "ratio",
+                    "p50 ms",
+                    "p99 ms",
+                    "p99/base",
+                    "cpu ms/req",
+                    "non-2xx",
+                ]
+            ]
+            for name, r in results.items():
+                rows.append(
+                    [
+                        name,
+                        f"{r.rps:.0f}",
+                        f"{r.rps / base.rps:.0%}",
+                        f"{r.p50:.2f}",
+                        f"{r.p99:.2f}",
+                        f"{r.p99 / base.p99:.1f}x",
+                        f"{r.cpu_ms:.2f}",
+                        str(r.non_2xx + r.errors),
+                    ]
+                )
+            print(f"\n--- {backend}, round {number + 1} of {args.rounds}, 16 connections")
+            print(table(rows), flush=True)
+        print(f"\n--- {backend}, 64 connections")
+        rows = [["endpoint", "rps", "p50 ms", "p99 ms", "non-2xx"]]
+        for ep in eps:
+            r = measure(server, ep, 64, args.seconds)
+            summary["non_2xx"] += r.non_2xx + r.errors
+            rows.append(
+                [ep.name, f"{r.rps:.0f}", f"{r.p50:.2f}", f"{r.p99:.2f}", str(r.non_2xx + r.errors)]
+            )
+        print(table(rows), flush=True)
+        for name in [ep.name for ep in eps][1:]:
+            summary["ratios"][name] = statistics.median(
+                rnd[name].rps / rnd["baseline"].rps for rnd in rounds
+            )
+            summary["p99_factor"][name] = statistics.median(
+                rnd[name].p99 / rnd["baseline"].p99 for rnd in rounds
+            )
+        summary["non_2xx"] += sum(r.non_2xx + r.errors for rnd in rounds for r in rnd.values())
+        memory = [f"{rss_mb(pid):.0f} MB" for pid in server.worker_pids()]
+        print(f"\nworker memory (RSS): {', '.join(memory)}")
+
+        # Growth: one connection, so that the latency is the request's own.
+        print(f"\n--- {backend}, growth (1 connection, p50 latency)")
+        rows = [["case", "p50 ms", "p99 ms"]]
+        for size in (10, 100, 1000):
+            r = load(
+                server.url,
+                Endpoint(f"g{size}", "GET", "/api/v1/services", tokens[f"list{size}"]),
+                1,
+                3,
+            )
+            rows.append([f"list {size} services", f"{r.p50:.2f}", f"{r.p99:.2f}"])
+        for fields in (1, 10, 20):
+            body = {
+                "service": f"grow-{fields}",
+                "credentials": [
+                    {"keyName": f"field_{i}", "value": "v" * 40} for i in range(fields)
+                ],
+            }
+            r = load(
+                server.url,
+                Endpoint(
+                    f"s{fields}", "PUT", "/api/v1/services/credentials", tokens["store"], body
+                ),
+                1,
+                3,
+            )
+            rows.append([f"store {fields} fields", f"{r.p50:.2f}", f"{r.p99:.2f}"])
+        small = load(server.url, Endpoint("t10", "GET", "/api/v1/services", tokens["list10"]), 1, 3)
+        padded = run_seed(env, pad_tokens=100_000)["tokens"]
+        large = load(
+            server.url, Endpoint("t100k", "GET", "/api/v1/services", tokens["list10"]), 1, 3
+        )
+        rows.append(["list 10, ~10 tokens in the table", f"{small.p50:.2f}", f"{small.p99:.2f}"])
+        rows.append(
+            [f"list 10, {padded} tokens in the table", f"{large.p50:.2f}", f"{large.p99:.2f}"]
+        )
+        print(table(rows), flush=True)
+    return summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--backend", choices=[*BACKENDS, "all"], default="all")
+    args = parser.parse_args()
+    if args.seed is not None:
+        print(json.dumps(seed(args.seed)))
+        return 0
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    generator = "wrk" if shutil.which("wrk") else "the Python load generator (wrk not installed)"
+    print(f"load from {generator}; {os.cpu_count()} cores; gunicorn with 2 sync workers")
+    summaries = {}
+    for backend in BACKENDS if args.backend == "all" else [args.backend]:
+        summaries[backend] = run_backend(backend, args)
+
+    print("\n=== targets (median of the rounds' ratios to the baseline)")
+    rows = [["backend", "endpoint", "rps ratio", "target", "p99 factor", "max", "result"]]
+    for backend, summary in summaries.items():
+        for name, ratio in summary["ratios"].items():
+            target = TARGETS[name]
+            target = target[backend] if isinstance(target, dict) else target
+            factor = summary["p99_factor"][name]
+            ok = ratio >= target and factor <= P99_FACTOR
+            rows.append(
+                [
+                    backend,
+                    name,
+                    f"{ratio:.0%}",
+                    f">= {target:.0%}",
+                    f"{factor:.1f}x",
+                    f"<= {P99_FACTOR:.0f}x",
+                    "met" if ok else "MISSED",
+                ]
+            )
+        rows.append(
+            [
+                backend,
+                "non-2xx at 16 and 64",
+                str(summary["non_2xx"]),
+                "0",
+                "",
+                "",
+                "met" if summary["non_2xx"] == 0 else "MISSED",
+            ]
+        )
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
