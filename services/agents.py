@@ -23,8 +23,6 @@ from services.models import (
     AgentToken,
     AuditAction,
     AuditOutcome,
-    ConnectedService,
-    CredentialField,
     Grant,
 )
 
@@ -145,24 +143,6 @@ def issue_agent_token(
     return issued
 
 
-def _read_sql() -> str:
-    fields, services, grants = (
-        sql.table(CredentialField),
-        sql.table(ConnectedService),
-        sql.table(Grant),
-    )
-    return (
-        "SELECT s.key_type, s.connected_at, s.generation, f.id, f.key_name, f.key_id, "  # noqa: S608
-        f"f.ciphertext FROM {grants} g "
-        f"LEFT JOIN {services} s ON s.account_id = %s AND s.service = g.service "
-        f"LEFT JOIN {fields} f ON f.connected_service_id = s.id "
-        "WHERE g.agent_id = %s AND g.service = %s ORDER BY f.key_name"
-    )
-
-
-_read = sql.cached(_read_sql)
-
-
 def read_credentials(
     *, token: AgentToken, service: str, context: audit.AuditContext
 ) -> AgentCredentials:
@@ -175,7 +155,7 @@ def read_credentials(
     one transaction. Nothing decrypted is kept after the response.
     """
     with transaction.atomic():
-        rows = sql.fetch(_read(), [token.account_id, token.agent_id, service])
+        rows = sql.fetch(sql.agent_read(), [token.account_id, token.agent_id, service])
         if not rows:
             raise NotGranted()
         if rows[0][3] is None:

@@ -24,11 +24,11 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC
-from functools import lru_cache
 
 from django.db import connection, transaction
 from django.utils import timezone
 
+from services import sql
 from services.models import Account, AuditEvent
 
 GENESIS = "0" * 64
@@ -81,44 +81,6 @@ class Head:
     digest: str
 
 
-@lru_cache(maxsize=4)
-def _statements(vendor: str, for_update: bool) -> tuple[str, str, str]:
-    """The three statements of an append, written once: they run on every request, and the
-    ORM would compile them anew each time (the larger part of their cost)."""
-    quote = connection.ops.quote_name
-    account = quote(Account._meta.db_table)
-    event = quote(AuditEvent._meta.db_table)
-    columns = [
-        "account_id",
-        "seq",
-        "occurred_at",
-        "token_prefix",
-        "agent_name",
-        "action",
-        "service",
-        "target",
-        "outcome",
-        "status",
-        "request_id",
-        "prev_digest",
-        "digest",
-    ]
-    # Only names from the models' metadata, quoted, are put in the text; values are bound.
-    lock = f"SELECT audit_seq, audit_head FROM {account} WHERE id = %s"  # noqa: S608
-    if for_update:
-        lock += " FOR UPDATE"
-    insert = (
-        f"INSERT INTO {event} ({', '.join(quote(c) for c in columns)}) "  # noqa: S608
-        f"VALUES ({', '.join(['%s'] * len(columns))})"
-    )
-    move = f"UPDATE {account} SET audit_seq = %s, audit_head = %s WHERE id = %s"  # noqa: S608
-    return lock, insert, move
-
-
-def _sql() -> tuple[str, str, str]:
-    return _statements(connection.vendor, connection.features.has_select_for_update)
-
-
 def lock_head(context: AuditContext) -> Head:
     """Lock the account's chain head (its account row) for the rest of the transaction.
 
@@ -128,9 +90,7 @@ def lock_head(context: AuditContext) -> Head:
     account row and waits on that service row was a deadlock). On SQLite the IMMEDIATE
     transaction holds the database's write lock already.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(_sql()[0], [context.account_id])
-        seq, digest = cursor.fetchone()
+    [(seq, digest)] = sql.fetch(sql.lock_audit_head(), [context.account_id])
     return Head(account_id=context.account_id, seq=seq, digest=digest)
 
 
@@ -160,27 +120,25 @@ def append(
         prev_digest=head.digest,
     )
     event.digest = chain_digest(event.prev_digest, event)
-    _, insert, move = _sql()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            insert,
-            [
-                event.account_id,
-                event.seq,
-                connection.ops.adapt_datetimefield_value(event.occurred_at),
-                event.token_prefix,
-                event.agent_name,
-                event.action,
-                event.service,
-                event.target,
-                event.outcome,
-                event.status,
-                event.request_id,
-                event.prev_digest,
-                event.digest,
-            ],
-        )
-        cursor.execute(move, [event.seq, event.digest, context.account_id])
+    sql.execute(
+        sql.insert_audit_event(),
+        [
+            event.account_id,
+            event.seq,
+            connection.ops.adapt_datetimefield_value(event.occurred_at),
+            event.token_prefix,
+            event.agent_name,
+            event.action,
+            event.service,
+            event.target,
+            event.outcome,
+            event.status,
+            event.request_id,
+            event.prev_digest,
+            event.digest,
+        ],
+    )
+    sql.execute(sql.move_audit_head(), [event.seq, event.digest, context.account_id])
     head.seq, head.digest = event.seq, event.digest
     return event
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from providers import catalog, verification
@@ -31,7 +31,6 @@ from services.models import (
     AuditAction,
     AuditOutcome,
     ConnectedService,
-    CredentialField,
 )
 
 
@@ -93,21 +92,21 @@ class ServiceEntry:
     connected_at: datetime
 
 
-_list_sql = sql.cached(
-    lambda: (
-        f"SELECT service, key_type, connected_at FROM {sql.table(ConnectedService)} "  # noqa: S608
-        "WHERE account_id = %s ORDER BY service"
-    )
-)
-
-
 def list_services(*, account: Account) -> list[ServiceEntry]:
     """The account's connected services, sorted by service identifier (one query on the
     unique (account, service) index; fixed SQL, as it runs on every list)."""
     return [
         ServiceEntry(service, key_type, sql.as_datetime(connected_at))
-        for service, key_type, connected_at in sql.fetch(_list_sql(), [account.pk])
+        for service, key_type, connected_at in sql.fetch(sql.list_services(), [account.pk])
     ]
+
+
+def _insert_fields(service_id: int, rows: list[tuple[str, str, bytes]]) -> None:
+    """Every sealed field of the new set in one INSERT."""
+    params = [
+        item for key_name, key_id, blob in rows for item in (service_id, key_name, key_id, blob)
+    ]
+    sql.execute(sql.insert_fields(len(rows)), params)
 
 
 def _store_once(
@@ -118,12 +117,8 @@ def _store_once(
         # First the account's audit head: it orders every change of the account, new
         # services included, so the limit holds and no two stores wait on each other.
         head = audit.lock_head(context)
-        connected = (
-            ConnectedService.objects.select_for_update()
-            .filter(account=account, service=credentials.service)
-            .first()
-        )
-        created = connected is None
+        found = sql.fetch(sql.find_service(), [account.pk, credentials.service])
+        created = not found
         if created:
             count = ConnectedService.objects.filter(account=account).count()
             if count >= settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT:
@@ -138,22 +133,31 @@ def _store_once(
         else:
             # The row is locked (on SQLite the IMMEDIATE transaction holds the write lock), so
             # the generation read above is current.
-            connected.fields.all().delete()
-            connected.generation += 1
-            connected.key_type = credentials.key_type
-            connected.connected_at = now
-            connected.save(update_fields=["generation", "key_type", "connected_at"])
+            service_id, generation = found[0]
+            connected = ConnectedService(
+                id=service_id,
+                account_id=account.pk,
+                service=credentials.service,
+                key_type=credentials.key_type,
+                connected_at=now,
+                generation=generation + 1,
+            )
+            sql.execute(sql.clear_fields(), [service_id])
+            sql.execute(
+                sql.update_service(),
+                [
+                    connected.generation,
+                    connected.key_type,
+                    connection.ops.adapt_datetimefield_value(now),
+                    service_id,
+                ],
+            )
         ring = key_ring()
         rows = []
         for key_name, value in credentials.fields:
             place = Place(account.pk, credentials.service, key_name, connected.generation)
-            key_id, blob = ring.seal(value, place)
-            rows.append(
-                CredentialField(
-                    connected_service=connected, key_name=key_name, key_id=key_id, ciphertext=blob
-                )
-            )
-        CredentialField.objects.bulk_create(rows)
+            rows.append((key_name, *ring.seal(value, place)))
+        _insert_fields(connected.pk, rows)
         audit.append(
             head,
             context,

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from services import connections
 from services.crypto import KeyRing, Place, key_ring
 from services.models import ConnectedService, CredentialField
 from tests.support import Api, assert_problem, creds
@@ -74,7 +75,7 @@ class TestFaults:
         def refuse(*args, **kwargs):
             raise RuntimeError("injected fault")
 
-        monkeypatch.setattr(CredentialField.objects, "bulk_create", refuse)
+        monkeypatch.setattr(connections, "_insert_fields", refuse)
         assert_problem(alice_api.store("custom", creds(x="1")), 500, "internal_error")
         assert snapshot() == earlier
 

@@ -60,23 +60,6 @@ def touch_last_used(token: BearerToken) -> None:
     token.last_used_at = now
 
 
-TOKEN_COLUMNS = ("id", "account_id", "prefix", "last_used_at", "expires_at", "revoked_at")
-
-
-def _lookup_sql(model: type[BearerToken]) -> str:
-    extra = ", t.agent_id, t.agent_name" if model is AgentToken else ""
-    columns = ", ".join(f"t.{name}" for name in TOKEN_COLUMNS)
-    return (
-        f"SELECT {columns}, a.name, a.is_active{extra} "  # noqa: S608 - names only
-        f"FROM {sql.table(model)} t JOIN {sql.table(Account)} a ON a.id = t.account_id "
-        "WHERE t.digest = %s"
-    )
-
-
-_account_token_sql = sql.cached(lambda: _lookup_sql(ApiToken))
-_agent_token_sql = sql.cached(lambda: _lookup_sql(AgentToken))
-
-
 def _lookup(raw: str) -> BearerToken | None:
     """The stored token for a well-formed `raw`, None when unknown; no query when malformed.
 
@@ -85,9 +68,9 @@ def _lookup(raw: str) -> BearerToken | None:
     """
     if tokens.is_well_formed(raw, tokens.ACCOUNT_KIND):
         model: type[BearerToken] = ApiToken
-        statement = _account_token_sql()
+        statement = sql.account_token()
     elif tokens.is_well_formed(raw, tokens.AGENT_KIND):
-        model, statement = AgentToken, _agent_token_sql()
+        model, statement = AgentToken, sql.agent_token()
     else:
         return None
     rows = sql.fetch(statement, [tokens.digest(raw)])
