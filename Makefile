@@ -6,7 +6,7 @@ PY := $(BIN)/python
 
 SOAK_SECONDS ?= 60
 
-.PHONY: run test lint format setup migrate clean fuzz soak
+.PHONY: run test lint format setup migrate clean fuzz soak bench
 
 run: setup migrate
 	$(PY) manage.py bootstrap_demo --base-url http://127.0.0.1:8000
@@ -22,6 +22,14 @@ fuzz: setup
 # Concurrent clients for SOAK_SECONDS against gunicorn on PostgreSQL (127.0.0.1:5432).
 soak: setup
 	$(PY) -m scripts.soak --seconds $(SOAK_SECONDS)
+
+# Side-by-side throughput and latency on SQLite and PostgreSQL (BENCHMARKS.md). Uses wrk from
+# the system's packages, installing it where it can, else a Python load generator.
+bench: setup
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null 2>&1; } \
+		|| echo "wrk is not installed: the Python load generator is used"
+	$(PY) -m scripts.bench
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -280,6 +280,16 @@ def measure(server: Gunicorn, endpoint: Endpoint, connections: int, seconds: flo
 # --- the run -----------------------------------------------------------------------------------
 
 
+def postgres_available() -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 def fresh_database(backend: str) -> None:
     if backend == "sqlite":
         WORK.mkdir(parents=True, exist_ok=True)
@@ -447,6 +457,9 @@ def main() -> int:
     print(f"load from {generator}; {os.cpu_count()} cores; gunicorn with 2 sync workers")
     summaries = {}
     for backend in BACKENDS if args.backend == "all" else [args.backend]:
+        if backend == "postgres" and not postgres_available():
+            print("\n=== postgres: no server on 127.0.0.1:5432, skipped")
+            continue
         summaries[backend] = run_backend(backend, args)
 
     print("\n=== targets (median of the rounds' ratios to the baseline)")

@@ -51,13 +51,11 @@ class TokenRateThrottle(BaseThrottle):
         now = time.time()
         window = int(now // period)
         key = f"credvault:rl:{self.scope}:{token.pk}:{period}:{window}"
-        cache.add(key, 0, timeout=period + 1)
         try:
             count = cache.incr(key)
         except ValueError:
-            # The key expired between add and incr: this request opens a new window.
-            cache.add(key, 1, timeout=period + 1)
-            count = 1
+            # The first request of the window (one cache operation for all the others).
+            count = 1 if cache.add(key, 1, timeout=period + 1) else cache.incr(key)
         if count <= limit:
             return True
         self._wait = (window + 1) * period - now
