@@ -114,3 +114,38 @@ def test_testing_a_custom_service_is_four_queries(alice_api, django_assert_num_q
         # 2-4. lock the audit head, INSERT the event, UPDATE the head
         response = alice_api.test("custom", creds(api_key="v"))
     assert response.json()["reason"] == "no_verifier"
+
+
+@pytest.mark.django_db
+def test_the_token_lookup_stays_one_query_with_thousands_of_tokens(
+    alice, alice_api, django_assert_num_queries
+):
+    """The digest is a unique index: the lookup does not grow with the tokens in the table."""
+    from services.models import ApiToken
+
+    ApiToken.objects.bulk_create(
+        ApiToken(account=alice, prefix=f"pad_{i:08d}", digest=f"{i:064x}") for i in range(5000)
+    )
+    with django_assert_num_queries(5):
+        # 1. SELECT the token by digest, joined to its account
+        # 2. SELECT the account's services
+        # 3-5. lock the audit head, INSERT the event, UPDATE the head
+        assert alice_api.list().status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_agent_list_and_audit_listing_are_constant(alice_api, django_assert_num_queries):
+    import json
+
+    for index in range(5):
+        alice_api.raw("PUT", f"/api/v1/agents/bot-{index}", json.dumps({"services": ["a", "b"]}))
+    with django_assert_num_queries(6):
+        # 1. the token; 2. the agents; 3. their grants (prefetched); 4-6. the audit event
+        response = alice_api.client.get("/api/v1/agents", headers=alice_api.headers())
+    assert len(response.json()) == 5
+    with django_assert_num_queries(5):
+        # 1. the token; 2. one page of events; 3-5. the audit event
+        response = alice_api.client.get(
+            "/api/v1/audit-events", {"limit": "3"}, headers=alice_api.headers()
+        )
+    assert len(response.json()["events"]) == 3
