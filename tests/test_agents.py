@@ -324,3 +324,26 @@ def test_agent_values_are_never_logged(alice_api, reader, caplog):
     assert secret in response.content.decode()
     assert secret not in caplog.text
     assert reader not in caplog.text
+
+
+@pytest.mark.django_db
+def test_account_and_agent_tokens_have_separate_rate_limits(alice_api, settings):
+    """The two kinds of token are numbered in separate tables: a shared counter would let one
+    exhaust the other's limit."""
+    from django.core.cache import cache
+
+    from services.models import ApiToken
+
+    put_agent(alice_api, "bot", ["github"])
+    token = agent_token(alice_api, "bot")
+    account_pk = ApiToken.objects.get(prefix=alice_api.token[:12]).pk
+    # The same primary key in both tables, as separate sequences easily give.
+    AgentToken.objects.filter(prefix=token[:12]).update(id=account_pk)
+    cache.clear()
+    settings.CREDVAULT_RATE_LIMIT = "2/min"
+    assert_problem(read(token, "github"), 404, "service_not_connected")
+    assert_problem(read(token, "github"), 404, "service_not_connected")
+    assert_problem(read(token, "github"), 429, "rate_limited")
+    assert alice_api.list().status_code == 200
+    assert alice_api.list().status_code == 200
+    assert_problem(alice_api.list(), 429, "rate_limited")

@@ -50,7 +50,8 @@ class TokenRateThrottle(BaseThrottle):
         limit, period = parse_rate(getattr(settings, self.setting))
         now = time.time()
         window = int(now // period)
-        key = f"credvault:rl:{self.scope}:{token.pk}:{period}:{window}"
+        # The display prefix: unique across both kinds of token, whose ids are not.
+        key = f"credvault:rl:{self.scope}:{token.prefix}:{period}:{window}"
         try:
             count = cache.incr(key)
         except ValueError:
