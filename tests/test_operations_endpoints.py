@@ -114,6 +114,10 @@ class TestSchemaAndDocs:
             for code in codes - {"200", "201", "204"}:
                 assert "application/problem+json" in responses[code]["content"]
         assert "Retry-After" in paths["/api/v1/services"]["get"]["responses"]["429"]["headers"]
+        for path, item in paths.items():  # any token of the wrong kind: 403 insufficient_scope
+            for method, operation in item.items():
+                if method in {"get", "put", "post", "delete"}:
+                    assert "403" in operation["responses"], (path, method)
         store = paths["/api/v1/services/credentials"]["put"]
         [verify] = [p for p in store["parameters"] if p["name"] == "verify"]
         assert verify["in"] == "query"

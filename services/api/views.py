@@ -49,7 +49,7 @@ class ServiceListView(AccountAPIView):
     @extend_schema(
         operation_id="list_services",
         summary="List connected services",
-        responses={200: ConnectedServiceSerializer(many=True), **problems(401, 405, 429, 503)},
+        responses={200: ConnectedServiceSerializer(many=True), **problems(401, 403, 405, 429, 503)},
         parameters=COMMON_HEADERS,
     )
     def get(self, request: Request) -> Response:
@@ -74,7 +74,7 @@ class ServiceTestView(AccountAPIView):
         examples=CREDENTIAL_EXAMPLES,
         responses={
             200: TestResultSerializer,
-            **problems(400, 401, 405, 413, 415, 429, 503),
+            **problems(400, 401, 403, 405, 413, 415, 429, 503),
         },
         parameters=COMMON_HEADERS,
     )
@@ -140,7 +140,7 @@ class CredentialsView(AccountAPIView):
         responses={
             200: OpenApiResponse(ConnectedServiceSerializer, description="Replaced."),
             201: OpenApiResponse(ConnectedServiceSerializer, description="Newly connected."),
-            **problems(400, 401, 405, 409, 413, 415, 422, 429, 503),
+            **problems(400, 401, 403, 405, 409, 413, 415, 422, 429, 503),
         },
     )
     def put(self, request: Request) -> Response:
@@ -168,7 +168,7 @@ class ProviderListView(AccountAPIView):
             "optional keyNames) and whether each shape is verified here. Any other service "
             "identifier may be stored too, unverified."
         ),
-        responses={200: ProviderSerializer(many=True), **problems(401, 405, 429, 503)},
+        responses={200: ProviderSerializer(many=True), **problems(401, 403, 405, 429, 503)},
         parameters=COMMON_HEADERS,
     )
     def get(self, request: Request) -> Response:
