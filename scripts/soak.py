@@ -13,6 +13,7 @@ failure. Verification goes to a fake provider on 127.0.0.1, never to a real one.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import random
 import statistics
@@ -94,7 +95,7 @@ class Client(threading.Thread):
         started = time.perf_counter()
         try:
             status, _, content = request(method, f"{self.url}{path}", token=token, body=body)
-        except OSError as error:
+        except (OSError, http.client.HTTPException) as error:
             self.tally.problem(f"{op}: connection failed ({type(error).__name__})")
             self.tally.add(op, 0, time.perf_counter() - started)
             return 0, b""
