@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.harness import BASE_DIR, Gunicorn, server_env
+from scripts.harness import BASE_DIR, Gunicorn, fresh_postgres, listening, server_env
 
 WORK = BASE_DIR / "var" / "bench"
 BACKENDS = {
@@ -280,27 +280,13 @@ def measure(server: Gunicorn, endpoint: Endpoint, connections: int, seconds: flo
 # --- the run -----------------------------------------------------------------------------------
 
 
-def postgres_available() -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", 5432), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
 def fresh_database(backend: str) -> None:
     if backend == "sqlite":
         WORK.mkdir(parents=True, exist_ok=True)
         for path in WORK.glob("bench.sqlite3*"):
             path.unlink()
         return
-    import psycopg
-
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as db:
-        db.execute('DROP DATABASE IF EXISTS "credvault_bench" WITH (FORCE)')
-        db.execute('CREATE DATABASE "credvault_bench"')
+    fresh_postgres(BACKENDS["postgres"])
 
 
 def endpoints(tokens: dict) -> list[Endpoint]:
@@ -457,7 +443,7 @@ def main() -> int:
     print(f"load from {generator}; {os.cpu_count()} cores; gunicorn with 2 sync workers")
     summaries = {}
     for backend in BACKENDS if args.backend == "all" else [args.backend]:
-        if backend == "postgres" and not postgres_available():
+        if backend == "postgres" and not listening(5432):
             print("\n=== postgres: no server on 127.0.0.1:5432, skipped")
             continue
         summaries[backend] = run_backend(backend, args)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from providers.catalog import CATALOG_PATH, parse_catalog
 from scripts.harness import BASE_DIR, Gunicorn, ProviderServer, server_env
 
 WORK = BASE_DIR / "var" / "fuzz"
@@ -149,11 +150,7 @@ def main() -> int:
             "data": {"viewer": {"id": "1"}, "me": {"id": "1"}},
         },
     )
-    catalog_ids = [
-        line.split('"')[1]
-        for line in (BASE_DIR / "providers" / "catalog.toml").read_text().splitlines()
-        if line.startswith("id = ")
-    ]
+    catalog_ids = list(parse_catalog(CATALOG_PATH.read_text(encoding="utf-8")))
     env = server_env(
         f"sqlite:///{database}",
         CREDVAULT_PROVIDER_BASE_URLS=json.dumps({pid: provider.url for pid in catalog_ids}),

@@ -34,6 +34,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def listening(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server accepts connections on host:port."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def fresh_postgres(url: str) -> None:
+    """Drop and create the PostgreSQL database named by `url` (a throwaway one)."""
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    admin = base.replace("postgres://", "postgresql://", 1) + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as db:
+        db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        db.execute(f'CREATE DATABASE "{name}"')
+
+
 def server_env(database_url: str, **overrides: str) -> dict[str, str]:
     """The environment of a throwaway server: secrets of its own, plain local HTTP."""
     env = {

@@ -24,7 +24,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from scripts.harness import BASE_DIR, Gunicorn, ProviderServer, request, server_env
+from scripts.harness import (
+    BASE_DIR,
+    Gunicorn,
+    ProviderServer,
+    fresh_postgres,
+    request,
+    server_env,
+)
 
 DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/credvault_soak"
 OPERATIONS = [
@@ -49,16 +56,6 @@ def manage(env: dict[str, str], *args: str) -> str:
     if result.returncode != 0:
         raise RuntimeError(f"manage.py {args[0]} failed: {result.stderr.strip()[-500:]}")
     return result.stdout.strip()
-
-
-def fresh_postgres(url: str) -> None:
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    admin = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin.replace("postgres://", "postgresql://", 1), autocommit=True) as db:
-        db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        db.execute(f'CREATE DATABASE "{name}"')
 
 
 @dataclass

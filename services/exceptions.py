@@ -52,10 +52,10 @@ class InvalidService(ProblemError):
     default_code = "invalid_service"
     default_detail = "The service identifier is not valid."
 
-    def __init__(self, detail: str | None = None, *, field: str = "service") -> None:
+    def __init__(self, detail: str | None = None) -> None:
         super().__init__(
             detail,
-            errors=[field_error(field, "invalid", SERVICE_RULE)],
+            errors=[field_error("service", "invalid", SERVICE_RULE)],
         )
 
 

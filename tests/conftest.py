@@ -3,7 +3,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
+from scripts.harness import listening
 from services.accounts import create_account, issue_token
 from tests.support import Api, ProviderServer
 
@@ -57,9 +57,7 @@ def _test_settings(settings) -> Iterator[None]:
 def require_local_service(name: str, port: int) -> None:
     """Skip a test whose service is not running here, except in CI (`.ci/run` sets
     CREDVAULT_REQUIRE_SERVICES=1), where its absence is a failure."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
+    if not listening(port):
         message = f"{name} is not running on 127.0.0.1:{port} (see README, 'Tests')"
         if os.environ.get("CREDVAULT_REQUIRE_SERVICES") == "1":
             pytest.fail(message)

@@ -57,7 +57,7 @@ def problem_response(
     return response
 
 
-def _unavailable() -> HttpResponse:
+def database_unavailable() -> HttpResponse:
     exc = ServiceUnavailable()
     return problem_response(exc.status_code, exc.default_code, str(exc.detail))
 
@@ -126,7 +126,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
         return _from_drf(drf.PermissionDenied())
     if isinstance(exc, (OperationalError, InterfaceError)):
         logger.warning("database unavailable: %s", type(exc).__name__)
-        return _unavailable()
+        return database_unavailable()
     view = context.get("view")
     log_unexpected(exc, type(view).__name__ if view else "a view")
     return internal_error()
@@ -171,7 +171,3 @@ def safe_methods_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
         return view(request, *args, **kwargs)
 
     return wrapper
-
-
-def database_unavailable() -> HttpResponse:
-    return _unavailable()
