@@ -78,6 +78,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     # busy timeout makes a writer wait instead of failing with "database is locked", and
     # IMMEDIATE transactions take the write lock at BEGIN, so that no transaction has to
     # upgrade a read lock midway (the upgrade is what fails without waiting).
+    _db["ENGINE"] = "credvault.sqlite"
     _db.setdefault("OPTIONS", {}).update(
         {
             "transaction_mode": "IMMEDIATE",

@@ -33,9 +33,10 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     """SQLite tests run on a file, as production does: the concurrency tests need real
     separate connections, which an in-memory shared-cache database does not give."""
     from django.conf import settings
+    from django.db import connection
 
     db = settings.DATABASES["default"]
-    if db["ENGINE"] == "django.db.backends.sqlite3":
+    if connection.vendor == "sqlite":
         var = Path(settings.BASE_DIR) / "var"
         var.mkdir(exist_ok=True)
         db.setdefault("TEST", {})["NAME"] = str(var / f"test-{os.getpid()}.sqlite3")

@@ -24,7 +24,7 @@ from tests.support import assert_problem, creds, elapsed
 def database_url() -> str:
     """The URL of the test database, for a server process started by the test."""
     db = django_settings.DATABASES["default"]
-    if db["ENGINE"].endswith("sqlite3"):
+    if connection.vendor == "sqlite":
         return f"sqlite:///{db['NAME']}"
     return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 

@@ -1,0 +1,90 @@
+"""The SQLite backend queues writers on a file lock (credvault/sqlite/base.py)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+import pytest
+from django.db import OperationalError, connection, transaction
+
+from credvault.sqlite.base import writer_lock_path
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def lock_path() -> str:
+    if connection.vendor != "sqlite":
+        pytest.skip("the writer lock belongs to the SQLite backend")
+    return writer_lock_path(connection.settings_dict["NAME"])
+
+
+def held_elsewhere(path: str) -> bool:
+    """Whether another open file description of the lock file can take it now."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_a_transaction_holds_the_lock_until_it_commits(lock_path):
+    with transaction.atomic():
+        assert held_elsewhere(lock_path)
+        with transaction.atomic():  # a savepoint takes nothing more
+            assert held_elsewhere(lock_path)
+        assert held_elsewhere(lock_path)
+    assert not held_elsewhere(lock_path)
+
+
+def test_a_rolled_back_transaction_lets_go(lock_path):
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        assert held_elsewhere(lock_path)
+        1 / 0  # noqa: B018
+    assert not held_elsewhere(lock_path)
+
+
+def test_a_failed_begin_lets_go(lock_path, monkeypatch):
+    def refuse(self):
+        raise OperationalError("begin refused")
+
+    monkeypatch.setattr(
+        "django.db.backends.sqlite3.base.DatabaseWrapper._start_transaction_under_autocommit",
+        refuse,
+    )
+    with pytest.raises(OperationalError), transaction.atomic():
+        pass
+    assert not held_elsewhere(lock_path)
+
+
+def test_a_closed_connection_lets_go(lock_path):
+    with transaction.atomic():
+        assert held_elsewhere(lock_path)
+        connection.close()  # a worker that goes away mid-transaction
+        assert not held_elsewhere(lock_path)
+    assert not held_elsewhere(lock_path)
+
+
+def test_reads_take_no_lock(lock_path):
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM services_account")
+            assert cursor.fetchone()[0] >= 0
+    finally:
+        os.close(fd)
+
+
+def test_an_unopenable_lock_file_is_a_database_error(monkeypatch):
+    if connection.vendor != "sqlite":
+        pytest.skip("the writer lock belongs to the SQLite backend")
+    monkeypatch.setattr(
+        "credvault.sqlite.base.writer_lock_path", lambda name: "/nonexistent-dir/x.lock"
+    )
+    with pytest.raises(OperationalError, match="writer lock"), transaction.atomic():
+        pass
