@@ -86,6 +86,8 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
+elif _db["ENGINE"] == "django.db.backends.postgresql":
+    _db["ENGINE"] = "credvault.postgresql"  # a health check without a round trip
 # Each gunicorn worker keeps its connection between requests (checked before reuse, so a
 # database that went away is reconnected to). On SQLite this also spares every request a
 # fresh connection and a WAL checkpoint at its close.

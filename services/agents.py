@@ -155,7 +155,7 @@ def read_credentials(
     one transaction. Nothing decrypted is kept after the response.
     """
     with transaction.atomic():
-        rows = sql.fetch(sql.agent_read(), [token.account_id, token.agent_id, service])
+        rows = sql.fetch(sql.agent_read, [token.account_id, token.agent_id, service])
         if not rows:
             raise NotGranted()
         if rows[0][3] is None:

@@ -23,13 +23,15 @@ import hmac
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import datetime
+from typing import Protocol
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from services import sql
 from services.models import Account, AuditEvent
+from services.times import rfc3339
 
 GENESIS = "0" * 64
 # The actor of changes made with management commands, in place of a token prefix.
@@ -51,11 +53,47 @@ class AuditContext:
         return cls(account_id=account_id, token_prefix=COMMAND_ACTOR, request_id=COMMAND_ACTOR)
 
 
-def canonical(event: AuditEvent) -> str:
+class EventFields(Protocol):
+    """What the chain covers: an `AuditEvent` row, or a `NewEvent` about to be written."""
+
+    account_id: int
+    seq: int
+    occurred_at: datetime
+    token_prefix: str
+    agent_name: str
+    action: str
+    service: str
+    target: str
+    outcome: str
+    status: int
+    request_id: str
+
+
+@dataclass(slots=True)
+class NewEvent:
+    """An event being appended: the columns of its row, without a model instance (building
+    one costs more than the rest of the append's Python)."""
+
+    account_id: int
+    seq: int
+    occurred_at: datetime
+    token_prefix: str
+    agent_name: str
+    action: str
+    service: str
+    target: str
+    outcome: str
+    status: int
+    request_id: str
+    prev_digest: str
+    digest: str = ""
+
+
+def canonical(event: EventFields) -> str:
     fields = {
         "account": event.account_id,
         "seq": event.seq,
-        "occurred_at": event.occurred_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "occurred_at": rfc3339(event.occurred_at),
         "token_prefix": event.token_prefix,
         "agent_name": event.agent_name,
         "action": event.action,
@@ -68,7 +106,7 @@ def canonical(event: AuditEvent) -> str:
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
-def chain_digest(prev_digest: str, event: AuditEvent) -> str:
+def chain_digest(prev_digest: str, event: EventFields) -> str:
     return hashlib.sha256(f"{prev_digest}\n{canonical(event)}".encode()).hexdigest()
 
 
@@ -90,7 +128,7 @@ def lock_head(context: AuditContext) -> Head:
     account row and waits on that service row was a deadlock). On SQLite the IMMEDIATE
     transaction holds the database's write lock already.
     """
-    [(seq, digest)] = sql.fetch(sql.lock_audit_head(), [context.account_id])
+    [(seq, digest)] = sql.fetch(sql.lock_audit_head, [context.account_id])
     return Head(account_id=context.account_id, seq=seq, digest=digest)
 
 
@@ -103,9 +141,9 @@ def append(
     status: int,
     service: str = "",
     target: str = "",
-) -> AuditEvent:
+) -> NewEvent:
     """Append an event after the locked `head` (two queries: insert, move the head)."""
-    event = AuditEvent(
+    event = NewEvent(
         account_id=context.account_id,
         seq=head.seq + 1,
         occurred_at=timezone.now(),
@@ -120,25 +158,10 @@ def append(
         prev_digest=head.digest,
     )
     event.digest = chain_digest(event.prev_digest, event)
-    sql.execute(
-        sql.insert_audit_event(),
-        [
-            event.account_id,
-            event.seq,
-            connection.ops.adapt_datetimefield_value(event.occurred_at),
-            event.token_prefix,
-            event.agent_name,
-            event.action,
-            event.service,
-            event.target,
-            event.outcome,
-            event.status,
-            event.request_id,
-            event.prev_digest,
-            event.digest,
-        ],
-    )
-    sql.execute(sql.move_audit_head(), [event.seq, event.digest, context.account_id])
+    row = [getattr(event, column) for column in sql.AUDIT_COLUMNS]
+    row[sql.AUDIT_COLUMNS.index("occurred_at")] = sql.adapt_datetime(event.occurred_at)
+    sql.execute(sql.insert_audit_event, row)
+    sql.execute(sql.move_audit_head, [event.seq, event.digest, context.account_id])
     head.seq, head.digest = event.seq, event.digest
     return event
 
@@ -151,7 +174,7 @@ def record(
     status: int,
     service: str = "",
     target: str = "",
-) -> AuditEvent:
+) -> NewEvent:
     """Lock the head and append (three queries): for requests that change nothing.
 
     Inside a transaction it takes no savepoint, so a failure here undoes that transaction.

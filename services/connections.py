@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from providers import catalog, verification
@@ -97,7 +97,7 @@ def list_services(*, account: Account) -> list[ServiceEntry]:
     unique (account, service) index; fixed SQL, as it runs on every list)."""
     return [
         ServiceEntry(service, key_type, sql.as_datetime(connected_at))
-        for service, key_type, connected_at in sql.fetch(sql.list_services(), [account.pk])
+        for service, key_type, connected_at in sql.fetch(sql.list_services, [account.pk])
     ]
 
 
@@ -117,7 +117,7 @@ def _store_once(
         # First the account's audit head: it orders every change of the account, new
         # services included, so the limit holds and no two stores wait on each other.
         head = audit.lock_head(context)
-        found = sql.fetch(sql.find_service(), [account.pk, credentials.service])
+        found = sql.fetch(sql.find_service, [account.pk, credentials.service])
         created = not found
         if created:
             count = ConnectedService.objects.filter(account=account).count()
@@ -142,13 +142,13 @@ def _store_once(
                 connected_at=now,
                 generation=generation + 1,
             )
-            sql.execute(sql.clear_fields(), [service_id])
+            sql.execute(sql.clear_fields, [service_id])
             sql.execute(
-                sql.update_service(),
+                sql.update_service,
                 [
                     connected.generation,
                     connected.key_type,
-                    connection.ops.adapt_datetimefield_value(now),
+                    sql.adapt_datetime(now),
                     service_id,
                 ],
             )

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
 from services.models import (
@@ -27,9 +28,14 @@ from services.models import (
     Grant,
 )
 
+# A statement's text for a connection. Each is built once per database vendor (the tests
+# switch vendors between runs) and looked up with the connection in hand: reaching
+# `django.db.connection` costs a context-local lookup each time, on every statement.
+Statement = Callable[[BaseDatabaseWrapper], str]
 
-def table(model: type[Model]) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
+
+def table(db: BaseDatabaseWrapper, model: type[Model]) -> str:
+    return db.ops.quote_name(model._meta.db_table)
 
 
 def as_datetime(value: datetime | str | None) -> datetime | None:
@@ -43,25 +49,39 @@ def as_datetime(value: datetime | str | None) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def fetch(statement: str, params: list) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
+def fetch(statement: Statement, params: list) -> list[tuple]:
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
+        cursor.execute(statement(db), params)
         return cursor.fetchall()
 
 
-def execute(statement: str, params: list) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
+def execute(statement: Statement, params: list) -> None:
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
+        cursor.execute(statement(db), params)
 
 
-def _per_vendor(build: Callable[[], str]) -> Callable[[], str]:
-    """A statement built once per database vendor (the tests switch vendors between runs)."""
-    memo = lru_cache(maxsize=4)(lambda vendor, locking: build())
-    return lambda: memo(connection.vendor, connection.features.has_select_for_update)
+def adapt_datetime(value: datetime) -> object:
+    """A datetime as the default database stores it, for a bound parameter."""
+    return connections[DEFAULT_DB_ALIAS].ops.adapt_datetimefield_value(value)
 
 
-def _for_update() -> str:
-    return " FOR UPDATE" if connection.features.has_select_for_update else ""
+def _per_vendor(build: Callable[[BaseDatabaseWrapper], str]) -> Statement:
+    """A statement whose text is built once per database vendor."""
+    texts: dict[str, str] = {}
+
+    def statement(db: BaseDatabaseWrapper) -> str:
+        text = texts.get(db.vendor)
+        if text is None:
+            text = texts[db.vendor] = build(db)
+        return text
+
+    return statement
+
+
+def _for_update(db: BaseDatabaseWrapper) -> str:
+    return " FOR UPDATE" if db.features.has_select_for_update else ""
 
 
 # --- tokens ------------------------------------------------------------------------------------
@@ -69,15 +89,15 @@ def _for_update() -> str:
 _LOOKUP_COLUMNS = "t.id, t.account_id, t.prefix, t.last_used_at, t.expires_at, t.revoked_at"
 
 account_token = _per_vendor(
-    lambda: (
-        f"SELECT {_LOOKUP_COLUMNS}, a.name, a.is_active FROM {table(ApiToken)} t "
-        f"JOIN {table(Account)} a ON a.id = t.account_id WHERE t.digest = %s"
+    lambda db: (
+        f"SELECT {_LOOKUP_COLUMNS}, a.name, a.is_active FROM {table(db, ApiToken)} t "
+        f"JOIN {table(db, Account)} a ON a.id = t.account_id WHERE t.digest = %s"
     )
 )
 agent_token = _per_vendor(
-    lambda: (
+    lambda db: (
         f"SELECT {_LOOKUP_COLUMNS}, a.name, a.is_active, t.agent_id, t.agent_name "
-        f"FROM {table(AgentToken)} t JOIN {table(Account)} a ON a.id = t.account_id "
+        f"FROM {table(db, AgentToken)} t JOIN {table(db, Account)} a ON a.id = t.account_id "
         "WHERE t.digest = %s"
     )
 )
@@ -85,45 +105,48 @@ agent_token = _per_vendor(
 # --- connected services ------------------------------------------------------------------------
 
 list_services = _per_vendor(
-    lambda: (
-        f"SELECT service, key_type, connected_at FROM {table(ConnectedService)} "
+    lambda db: (
+        f"SELECT service, key_type, connected_at FROM {table(db, ConnectedService)} "
         "WHERE account_id = %s ORDER BY service"
     )
 )
 find_service = _per_vendor(
-    lambda: (
-        f"SELECT id, generation FROM {table(ConnectedService)} "
-        f"WHERE account_id = %s AND service = %s{_for_update()}"
+    lambda db: (
+        f"SELECT id, generation FROM {table(db, ConnectedService)} "
+        f"WHERE account_id = %s AND service = %s{_for_update(db)}"
     )
 )
 clear_fields = _per_vendor(
-    lambda: f"DELETE FROM {table(CredentialField)} WHERE connected_service_id = %s"
+    lambda db: f"DELETE FROM {table(db, CredentialField)} WHERE connected_service_id = %s"
 )
 update_service = _per_vendor(
-    lambda: (
-        f"UPDATE {table(ConnectedService)} SET generation = %s, key_type = %s, "
+    lambda db: (
+        f"UPDATE {table(db, ConnectedService)} SET generation = %s, key_type = %s, "
         "connected_at = %s WHERE id = %s"
     )
 )
 
 
-def insert_fields(count: int) -> str:
+@lru_cache(maxsize=64)
+def insert_fields(count: int) -> Statement:
     """An INSERT of `count` credential fields at once."""
     values = ", ".join(["(%s, %s, %s, %s)"] * count)
-    return (
-        f"INSERT INTO {table(CredentialField)} "
-        f"(connected_service_id, key_name, key_id, ciphertext) VALUES {values}"
+    return _per_vendor(
+        lambda db: (
+            f"INSERT INTO {table(db, CredentialField)} "
+            f"(connected_service_id, key_name, key_id, ciphertext) VALUES {values}"
+        )
     )
 
 
 # The agent read: grant, service and fields in one statement. No row: no grant; a row without
 # fields: nothing stored; otherwise the fields of one committed store.
 agent_read = _per_vendor(
-    lambda: (
+    lambda db: (
         "SELECT s.key_type, s.connected_at, s.generation, f.id, f.key_name, f.key_id, "
-        f"f.ciphertext FROM {table(Grant)} g "
-        f"LEFT JOIN {table(ConnectedService)} s ON s.account_id = %s AND s.service = g.service "
-        f"LEFT JOIN {table(CredentialField)} f ON f.connected_service_id = s.id "
+        f"f.ciphertext FROM {table(db, Grant)} g "
+        f"LEFT JOIN {table(db, ConnectedService)} s ON s.account_id = %s AND s.service = g.service "
+        f"LEFT JOIN {table(db, CredentialField)} f ON f.connected_service_id = s.id "
         "WHERE g.agent_id = %s AND g.service = %s ORDER BY f.key_name"
     )
 )
@@ -147,14 +170,16 @@ AUDIT_COLUMNS = (
 )
 
 lock_audit_head = _per_vendor(
-    lambda: f"SELECT audit_seq, audit_head FROM {table(Account)} WHERE id = %s{_for_update()}"
+    lambda db: (
+        f"SELECT audit_seq, audit_head FROM {table(db, Account)} WHERE id = %s{_for_update(db)}"
+    )
 )
 insert_audit_event = _per_vendor(
-    lambda: (
-        f"INSERT INTO {table(AuditEvent)} ({', '.join(AUDIT_COLUMNS)}) "
+    lambda db: (
+        f"INSERT INTO {table(db, AuditEvent)} ({', '.join(AUDIT_COLUMNS)}) "
         f"VALUES ({', '.join(['%s'] * len(AUDIT_COLUMNS))})"
     )
 )
 move_audit_head = _per_vendor(
-    lambda: f"UPDATE {table(Account)} SET audit_seq = %s, audit_head = %s WHERE id = %s"
+    lambda db: f"UPDATE {table(db, Account)} SET audit_seq = %s, audit_head = %s WHERE id = %s"
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -18,6 +18,7 @@ from services.exceptions import MalformedJSON, ProblemError
 from services.identifiers import SERVICE_PATTERN, InvalidIdentifier, normalize_service
 from services.masking import Secret
 from services.sql import as_datetime
+from services.times import rfc3339
 from tests.support import Api
 
 RING = KeyRing.parse(f"p:{base64.b64encode(b'P' * 32).decode()}")
@@ -176,3 +177,15 @@ def test_datetimes_read_back_from_either_database_are_aware_utc(moment):
     assert as_datetime(moment) == aware  # SQLite: naive UTC
     assert as_datetime(moment.isoformat(sep=" ")) == aware  # SQLite as text
     assert as_datetime(None) is None
+
+
+@FAST
+@given(
+    moment=st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9999, 1, 1)),
+    offset_minutes=st.integers(-14 * 60, 14 * 60),
+)
+def test_rfc3339_is_the_strftime_form_the_chain_was_built_on(moment, offset_minutes):
+    """Every audit digest covers this text: the fast form must equal the original one."""
+    aware = moment.replace(tzinfo=timezone(timedelta(minutes=offset_minutes)))
+    assume(datetime(1970, 1, 2, tzinfo=UTC) < aware < datetime(9998, 12, 31, tzinfo=UTC))
+    assert rfc3339(aware) == aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -15,6 +15,7 @@ without this lock (the sqlite3 shell, say) is still waited for by SQLite's busy 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 
@@ -30,10 +31,8 @@ class DatabaseCreation(creation.DatabaseCreation):
     def _destroy_test_db(self, test_database_name: str, verbosity: int) -> None:
         super()._destroy_test_db(test_database_name, verbosity)
         if not self.is_in_memory_db(test_database_name):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(writer_lock_path(test_database_name))
-            except FileNotFoundError:
-                pass
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

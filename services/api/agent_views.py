@@ -34,10 +34,11 @@ from services.api.serializers import (
     AgentTokenSerializer,
     AuditPageSerializer,
 )
-from services.api.views import AccountAPIView, rfc3339
+from services.api.views import AccountAPIView
 from services.exceptions import InvalidRequest, field_error
 from services.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services.models import AuditAction, AuditEvent
+from services.times import rfc3339
 
 NAME_PARAMETER = path_identifier("name", "The agent's name.")
 

@@ -68,9 +68,9 @@ def _lookup(raw: str) -> BearerToken | None:
     """
     if tokens.is_well_formed(raw, tokens.ACCOUNT_KIND):
         model: type[BearerToken] = ApiToken
-        statement = sql.account_token()
+        statement = sql.account_token
     elif tokens.is_well_formed(raw, tokens.AGENT_KIND):
-        model, statement = AgentToken, sql.agent_token()
+        model, statement = AgentToken, sql.agent_token
     else:
         return None
     rows = sql.fetch(statement, [tokens.digest(raw)])

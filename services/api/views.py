@@ -4,8 +4,6 @@ by `services.api.errors`."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,10 +22,7 @@ from services.api.serializers import (
 from services.api.throttling import TestRateThrottle, TokenRateThrottle
 from services.exceptions import InvalidRequest, field_error
 from services.models import AuditAction, ConnectedService
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+from services.times import rfc3339
 
 
 def service_body(connected: ConnectedService | connections.ServiceEntry) -> dict[str, str]:
