@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from services import sql
@@ -90,9 +90,13 @@ class NewEvent:
 
 
 def canonical(event: EventFields) -> str:
-    fields = {
+    return json.dumps(_fields(event, event.seq), sort_keys=True, separators=(",", ":"))
+
+
+def _fields(event: EventFields, seq: int) -> dict[str, object]:
+    return {
         "account": event.account_id,
-        "seq": event.seq,
+        "seq": seq,
         "occurred_at": rfc3339(event.occurred_at),
         "token_prefix": event.token_prefix,
         "agent_name": event.agent_name,
@@ -103,7 +107,18 @@ def canonical(event: EventFields) -> str:
         "status": event.status,
         "request_id": event.request_id,
     }
-    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
+
+def canonical_around_seq(event: EventFields) -> tuple[str, str]:
+    """The canonical form's text before and after the seq, for a database that appends once it
+    knows the seq: `before + str(seq) + after == canonical(event)`.
+
+    The key `"seq":` occurs once: keys are unique, and a quote inside a string value is
+    always escaped, so no value can hold it.
+    """
+    text = json.dumps(_fields(event, 0), sort_keys=True, separators=(",", ":"))
+    before, _, after = text.partition('"seq":0')
+    return before + '"seq":', after
 
 
 def chain_digest(prev_digest: str, event: EventFields) -> str:
@@ -132,18 +147,16 @@ def lock_head(context: AuditContext) -> Head:
     return Head(account_id=context.account_id, seq=seq, digest=digest)
 
 
-def append(
-    head: Head,
+def _new_event(
     context: AuditContext,
-    *,
+    head: Head,
     action: str,
     outcome: str,
     status: int,
-    service: str = "",
-    target: str = "",
+    service: str,
+    target: str,
 ) -> NewEvent:
-    """Append an event after the locked `head` (two queries: insert, move the head)."""
-    event = NewEvent(
+    return NewEvent(
         account_id=context.account_id,
         seq=head.seq + 1,
         occurred_at=timezone.now(),
@@ -157,11 +170,42 @@ def append(
         request_id=context.request_id,
         prev_digest=head.digest,
     )
+
+
+def _write(event: NewEvent) -> None:
+    """Write `event`, the next after the head it was made from, and move the head.
+
+    On PostgreSQL this is one statement that takes the head's lock itself and fills in the
+    seq and both digests (`sql.append_audit_event`); elsewhere the head must be locked, and
+    the event is hashed here, inserted, and the head moved (two statements).
+    """
+    if sql.hashes_in_database(connection):
+        before, after = canonical_around_seq(event)
+        given = [getattr(event, column) for column in sql.AUDIT_GIVEN]
+        given[sql.AUDIT_GIVEN.index("occurred_at")] = sql.adapt_datetime(event.occurred_at)
+        params = [event.account_id, before, after, event.account_id, *given]
+        [(event.seq, event.prev_digest, event.digest)] = sql.fetch(sql.append_audit_event, params)
+        return
     event.digest = chain_digest(event.prev_digest, event)
     row = [getattr(event, column) for column in sql.AUDIT_COLUMNS]
     row[sql.AUDIT_COLUMNS.index("occurred_at")] = sql.adapt_datetime(event.occurred_at)
     sql.execute(sql.insert_audit_event, row)
-    sql.execute(sql.move_audit_head, [event.seq, event.digest, context.account_id])
+    sql.execute(sql.move_audit_head, [event.seq, event.digest, event.account_id])
+
+
+def append(
+    head: Head,
+    context: AuditContext,
+    *,
+    action: str,
+    outcome: str,
+    status: int,
+    service: str = "",
+    target: str = "",
+) -> NewEvent:
+    """Append an event after the locked `head`, inside the transaction of a change."""
+    event = _new_event(context, head, action, outcome, status, service, target)
+    _write(event)
     head.seq, head.digest = event.seq, event.digest
     return event
 
@@ -175,10 +219,16 @@ def record(
     service: str = "",
     target: str = "",
 ) -> NewEvent:
-    """Lock the head and append (three queries): for requests that change nothing.
+    """Lock the head and append, for requests that change nothing: on PostgreSQL one
+    statement, elsewhere three in a transaction.
 
     Inside a transaction it takes no savepoint, so a failure here undoes that transaction.
     """
+    if sql.hashes_in_database(connection):
+        unread = Head(account_id=context.account_id, seq=0, digest="")  # the statement reads it
+        event = _new_event(context, unread, action, outcome, status, service, target)
+        _write(event)
+        return event
     with transaction.atomic(savepoint=False):
         head = lock_head(context)
         return append(

@@ -183,3 +183,34 @@ insert_audit_event = _per_vendor(
 move_audit_head = _per_vendor(
     lambda db: f"UPDATE {table(db, Account)} SET audit_seq = %s, audit_head = %s WHERE id = %s"
 )
+
+
+# The columns of an event that the caller supplies; the database's append computes the rest.
+AUDIT_GIVEN = tuple(c for c in AUDIT_COLUMNS if c not in ("seq", "prev_digest", "digest"))
+
+
+def hashes_in_database(db: BaseDatabaseWrapper) -> bool:
+    """Whether the audit append is one statement that hashes in the database (PostgreSQL,
+    whose `sha256()` is built in). SQLite, in-process, runs the three statements."""
+    return db.vendor == "postgresql"
+
+
+# On PostgreSQL, the whole append in one statement, atomic by itself: lock the head, hash,
+# insert the event, move the head. The caller binds the account id, the canonical form's text
+# before and after the seq (services/audit.py), the account id again, and AUDIT_GIVEN.
+# `head` reads the row under its lock, so it is the last committed head even after a wait;
+# it is referenced twice, so it runs once and both writes use the same seq and digest.
+append_audit_event = _per_vendor(
+    lambda db: (
+        f"WITH head AS (SELECT audit_seq + 1 AS seq, audit_head AS prev_digest "
+        f"FROM {table(db, Account)} WHERE id = %s FOR UPDATE), "
+        "event AS (SELECT seq, prev_digest, encode(sha256(convert_to("
+        "prev_digest || chr(10) || %s || seq::text || %s, 'UTF8')), 'hex') AS digest "
+        "FROM head), "
+        f"moved AS (UPDATE {table(db, Account)} SET audit_seq = event.seq, "
+        "audit_head = event.digest FROM event WHERE id = %s) "
+        f"INSERT INTO {table(db, AuditEvent)} ({', '.join(AUDIT_GIVEN)}, seq, prev_digest, "
+        f"digest) SELECT {', '.join(['%s'] * len(AUDIT_GIVEN))}, seq, prev_digest, digest "
+        "FROM event RETURNING seq, prev_digest, digest"
+    )
+)

@@ -9,6 +9,7 @@ import secrets
 import time
 from typing import Any
 
+from django.db import connection
 from django.test import Client
 
 from scripts.harness import ProviderServer  # noqa: F401 - the tests' provider
@@ -83,3 +84,15 @@ def assert_problem(response, status: int, code: str) -> dict[str, Any]:
 
 def elapsed(start: float) -> float:
     return time.monotonic() - start
+
+
+def audit_record_queries() -> int:
+    """The audit event of a request that changes nothing: on PostgreSQL one statement (lock
+    the head, hash, insert, move the head); elsewhere lock, INSERT and UPDATE."""
+    return 1 if connection.vendor == "postgresql" else 3
+
+
+def audit_append_queries() -> int:
+    """The audit event of a change, whose transaction holds the head's lock already: on
+    PostgreSQL one statement; elsewhere INSERT the event and UPDATE the head."""
+    return 1 if connection.vendor == "postgresql" else 2

@@ -229,3 +229,42 @@ class TestListing:
     def test_bad_parameters_are_400(self, alice_api, query):
         response = alice_api.client.get("/api/v1/audit-events", query, headers=alice_api.headers())
         assert_problem(response, 400, "invalid_request")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_reads_and_changes_keep_one_unbroken_chain(alice_account_and_token):
+    """Six clients list and store at once. On PostgreSQL a read's event is one statement
+    that locks the head itself, beside changes that lock it first: every event gets its own
+    seq and the chain verifies."""
+    import threading
+
+    from django.db import connection
+
+    account, token = alice_account_and_token
+    failures: list[str] = []
+
+    def client(index: int) -> None:
+        api = Api(Client(), token)
+        try:
+            for round_number in range(15):
+                if index % 2:
+                    response = api.store(f"svc-{index}", creds(api_key=f"v{round_number}"))
+                else:
+                    response = api.list()
+                if response.status_code not in (200, 201):
+                    failures.append(f"{response.status_code} {response.content[:200]!r}")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=client, args=(index,)) for index in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert failures == []
+    account.refresh_from_db()
+    count, broken = audit.verify_chain(account)
+    assert broken is None, str(broken)
+    assert count == 6 * 15 == account.audit_seq
+    seqs = list(AuditEvent.objects.filter(account=account).values_list("seq", flat=True))
+    assert sorted(seqs) == list(range(1, 91))

@@ -189,3 +189,40 @@ def test_rfc3339_is_the_strftime_form_the_chain_was_built_on(moment, offset_minu
     aware = moment.replace(tzinfo=timezone(timedelta(minutes=offset_minutes)))
     assume(datetime(1970, 1, 2, tzinfo=UTC) < aware < datetime(9998, 12, 31, tzinfo=UTC))
     assert rfc3339(aware) == aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+json_text = st.text(max_size=40)
+
+
+@FAST
+@given(
+    seq=st.integers(1, 2**53),
+    token_prefix=json_text,
+    agent_name=json_text,
+    service=json_text,
+    target=json_text,
+    request_id=st.one_of(json_text, st.just('"seq":0'), st.just('x","seq":0,"y')),
+)
+def test_the_canonical_form_splits_around_its_seq(
+    seq, token_prefix, agent_name, service, target, request_id
+):
+    """PostgreSQL hashes `before + seq + after`: it must be the canonical form, whatever the
+    values hold (services/audit.py)."""
+    from services.audit import NewEvent, canonical, canonical_around_seq
+
+    event = NewEvent(
+        account_id=7,
+        seq=seq,
+        occurred_at=datetime(2026, 11, 21, 7, 0, 0, 123456, tzinfo=UTC),
+        token_prefix=token_prefix,
+        agent_name=agent_name,
+        action="services.list",
+        service=service,
+        target=target,
+        outcome="success",
+        status=200,
+        request_id=request_id,
+        prev_digest="0" * 64,
+    )
+    before, after = canonical_around_seq(event)
+    assert before + str(seq) + after == canonical(event)
