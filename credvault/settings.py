@@ -88,6 +88,11 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     )
 elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db["ENGINE"] = "credvault.postgresql"  # a health check without a round trip
+    # Values bound by the server, and statements run five times prepared by psycopg: the
+    # server stops parsing and planning the same few statements on every request (measured:
+    # BENCHMARKS.md). Behind PgBouncer in transaction mode, prepared statements need
+    # PgBouncer 1.21 or later with max_prepared_statements set.
+    _db.setdefault("OPTIONS", {}).setdefault("server_side_binding", True)
 # Each gunicorn worker keeps its connection between requests (checked before reuse, so a
 # database that went away is reconnected to). On SQLite this also spares every request a
 # fresh connection and a WAL checkpoint at its close.

@@ -84,6 +84,33 @@ def test_a_provider_dripping_a_byte_a_second_is_cut_off(alice_api, provider_serv
 # --- against gunicorn ----------------------------------------------------------------------
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_the_server_closed_is_not_reused(alice_account_and_token):
+    """PostgreSQL's health check looks at the idle socket instead of sending SELECT 1
+    (credvault/postgresql/base.py). Every server connection of the workers is terminated
+    between two requests; the next requests reconnect and answer 200, none 503."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the socket health check belongs to the PostgreSQL backend")
+    _, token = alice_account_and_token
+    env = server_env(database_url(), CREDVAULT_RATE_LIMIT="1000000/min")
+    with Gunicorn(env, workers=2) as server:
+        for _ in range(6):  # both workers hold a connection now
+            status, _, _ = request("GET", f"{server.url}/api/v1/services", token=token)
+            assert status == 200
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            [(terminated,)] = cursor.fetchall()
+        assert terminated >= 1
+        time.sleep(0.2)  # the termination notice reaches the workers' sockets
+        statuses = [
+            request("GET", f"{server.url}/api/v1/services", token=token)[0] for _ in range(6)
+        ]
+    assert statuses == [200] * 6
+
+
 def _read_back(url: str, agent: str, service: str) -> dict[str, str]:
     status, _, body = request("GET", f"{url}/api/v1/agent/credentials/{service}", token=agent)
     assert status == 200, body
