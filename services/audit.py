@@ -14,6 +14,9 @@ longer matches the head: `verify_chain` names the first broken link.
 
 A change takes the account row's lock first (`lock_head`) and appends its event inside the
 same transaction (`append`), so that a change and its event commit together or not at all.
+The database reads the head, counts the seq and computes the digest as it inserts the event
+(`sql.append_audit_event`): PostgreSQL's `sha256()`, or the `SHA256()` Django registers on
+SQLite connections. `verify_chain` recomputes every digest here, in Python.
 """
 
 from __future__ import annotations
@@ -125,13 +128,11 @@ def chain_digest(prev_digest: str, event: EventFields) -> str:
     return hashlib.sha256(f"{prev_digest}\n{canonical(event)}".encode()).hexdigest()
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Head:
-    """The locked head of an account's chain: its last seq and digest."""
+    """Proof that the transaction holds the lock on the account's chain head."""
 
     account_id: int
-    seq: int
-    digest: str
 
 
 def lock_head(context: AuditContext) -> Head:
@@ -140,25 +141,33 @@ def lock_head(context: AuditContext) -> Head:
     Every transaction that changes something takes this lock first, before any row it
     changes: one lock order for all writers of an account, so that two of them never wait
     for each other (a replacing store holding a service row while a creating store holds the
-    account row and waits on that service row was a deadlock). On SQLite the IMMEDIATE
-    transaction holds the database's write lock already.
+    account row and waits on that service row was a deadlock). On PostgreSQL that is
+    `SELECT ... FOR UPDATE`; on SQLite the IMMEDIATE transaction holds the database's write
+    lock already, so no statement is needed.
     """
-    [(seq, digest)] = sql.fetch(sql.lock_audit_head, [context.account_id])
-    return Head(account_id=context.account_id, seq=seq, digest=digest)
+    if sql.locks_rows(connection):
+        sql.fetch(sql.lock_audit_head, [context.account_id])
+    return Head(account_id=context.account_id)
 
 
-def _new_event(
+def _write(
     context: AuditContext,
-    head: Head,
+    *,
     action: str,
     outcome: str,
     status: int,
     service: str,
     target: str,
 ) -> NewEvent:
-    return NewEvent(
+    """Write the account's next event and move its head; the database reads the head, counts
+    the seq and hashes (`sql.append_audit_event`), so Python never holds a stale head.
+
+    On PostgreSQL one statement, which takes the head's lock itself; on SQLite two (insert the
+    event, move the head), inside a write transaction.
+    """
+    event = NewEvent(
         account_id=context.account_id,
-        seq=head.seq + 1,
+        seq=0,  # set by the database, as are both digests
         occurred_at=timezone.now(),
         token_prefix=context.token_prefix,
         agent_name=context.agent_name,
@@ -168,29 +177,16 @@ def _new_event(
         outcome=outcome,
         status=status,
         request_id=context.request_id,
-        prev_digest=head.digest,
+        prev_digest="",
     )
-
-
-def _write(event: NewEvent) -> None:
-    """Write `event`, the next after the head it was made from, and move the head.
-
-    On PostgreSQL this is one statement that takes the head's lock itself and fills in the
-    seq and both digests (`sql.append_audit_event`); elsewhere the head must be locked, and
-    the event is hashed here, inserted, and the head moved (two statements).
-    """
-    if sql.hashes_in_database(connection):
-        before, after = canonical_around_seq(event)
-        given = [getattr(event, column) for column in sql.AUDIT_GIVEN]
-        given[sql.AUDIT_GIVEN.index("occurred_at")] = sql.adapt_datetime(event.occurred_at)
-        params = [event.account_id, before, after, event.account_id, *given]
-        [(event.seq, event.prev_digest, event.digest)] = sql.fetch(sql.append_audit_event, params)
-        return
-    event.digest = chain_digest(event.prev_digest, event)
-    row = [getattr(event, column) for column in sql.AUDIT_COLUMNS]
-    row[sql.AUDIT_COLUMNS.index("occurred_at")] = sql.adapt_datetime(event.occurred_at)
-    sql.execute(sql.insert_audit_event, row)
-    sql.execute(sql.move_audit_head, [event.seq, event.digest, event.account_id])
+    before, after = canonical_around_seq(event)
+    params = {column: getattr(event, column) for column in sql.AUDIT_GIVEN}
+    params["occurred_at"] = sql.adapt_datetime(event.occurred_at)
+    params["canonical_before"], params["canonical_after"] = before, after
+    [(event.seq, event.prev_digest, event.digest)] = sql.fetch(sql.append_audit_event, params)
+    if not sql.locks_rows(connection):
+        sql.execute(sql.move_audit_head, [event.seq, event.digest, event.account_id])
+    return event
 
 
 def append(
@@ -203,11 +199,11 @@ def append(
     service: str = "",
     target: str = "",
 ) -> NewEvent:
-    """Append an event after the locked `head`, inside the transaction of a change."""
-    event = _new_event(context, head, action, outcome, status, service, target)
-    _write(event)
-    head.seq, head.digest = event.seq, event.digest
-    return event
+    """Append an event inside the transaction of a change, which holds `head`'s lock."""
+    assert head.account_id == context.account_id, "the lock of another account's chain"
+    return _write(
+        context, action=action, outcome=outcome, status=status, service=service, target=target
+    )
 
 
 def record(
@@ -219,27 +215,22 @@ def record(
     service: str = "",
     target: str = "",
 ) -> NewEvent:
-    """Lock the head and append, for requests that change nothing: on PostgreSQL one
-    statement, elsewhere three in a transaction.
+    """Append the event of a request that changes nothing: on PostgreSQL one statement,
+    atomic by itself; on SQLite two, in a write transaction.
 
     Inside a transaction it takes no savepoint, so a failure here undoes that transaction.
     """
-    if sql.hashes_in_database(connection):
-        unread = Head(account_id=context.account_id, seq=0, digest="")  # the statement reads it
-        event = _new_event(context, unread, action, outcome, status, service, target)
-        _write(event)
-        return event
+    what = {
+        "action": action,
+        "outcome": outcome,
+        "status": status,
+        "service": service,
+        "target": target,
+    }
+    if sql.locks_rows(connection):
+        return _write(context, **what)
     with transaction.atomic(savepoint=False):
-        head = lock_head(context)
-        return append(
-            head,
-            context,
-            action=action,
-            outcome=outcome,
-            status=status,
-            service=service,
-            target=target,
-        )
+        return _write(context, **what)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,12 @@ start-up with a clear message (ids credvault.E001 and up), never at the first re
 
 from __future__ import annotations
 
+import sqlite3
+
 from django.conf import settings
 from django.core.checks import Error, register
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
 
 from providers.verification import BaseUrlError, parse_base_urls
 from services.api.throttling import RateError, parse_rate
@@ -77,3 +80,20 @@ def check_limits(app_configs, **kwargs):
             Error("CREDVAULT_VERIFY_TIMEOUT must be above 0 and at most 60.", id="credvault.E006")
         )
     return errors
+
+
+# The audit append uses INSERT ... RETURNING (services/sql.py).
+SQLITE_MINIMUM = (3, 35, 0)
+
+
+@register()
+def check_sqlite_version(app_configs, **kwargs):
+    if connections["default"].vendor != "sqlite" or sqlite3.sqlite_version_info >= SQLITE_MINIMUM:
+        return []
+    return [
+        Error(
+            f"SQLite {sqlite3.sqlite_version} is too old: credvault needs 3.35 or later "
+            "(INSERT ... RETURNING).",
+            id="credvault.E007",
+        )
+    ]

@@ -153,9 +153,9 @@ agent_read = _per_vendor(
 
 # --- the audit chain ---------------------------------------------------------------------------
 
-AUDIT_COLUMNS = (
+# The columns of an event that the caller binds by name; the append computes seq and digests.
+AUDIT_GIVEN = (
     "account_id",
-    "seq",
     "occurred_at",
     "token_prefix",
     "agent_name",
@@ -165,8 +165,6 @@ AUDIT_COLUMNS = (
     "outcome",
     "status",
     "request_id",
-    "prev_digest",
-    "digest",
 )
 
 lock_audit_head = _per_vendor(
@@ -174,43 +172,53 @@ lock_audit_head = _per_vendor(
         f"SELECT audit_seq, audit_head FROM {table(db, Account)} WHERE id = %s{_for_update(db)}"
     )
 )
-insert_audit_event = _per_vendor(
-    lambda db: (
-        f"INSERT INTO {table(db, AuditEvent)} ({', '.join(AUDIT_COLUMNS)}) "
-        f"VALUES ({', '.join(['%s'] * len(AUDIT_COLUMNS))})"
-    )
-)
 move_audit_head = _per_vendor(
     lambda db: f"UPDATE {table(db, Account)} SET audit_seq = %s, audit_head = %s WHERE id = %s"
 )
 
 
-# The columns of an event that the caller supplies; the database's append computes the rest.
-AUDIT_GIVEN = tuple(c for c in AUDIT_COLUMNS if c not in ("seq", "prev_digest", "digest"))
+def locks_rows(db: BaseDatabaseWrapper) -> bool:
+    """PostgreSQL locks rows (`SELECT ... FOR UPDATE`); SQLite locks the whole database for
+    the writer of an IMMEDIATE transaction."""
+    return db.features.has_select_for_update
 
 
-def hashes_in_database(db: BaseDatabaseWrapper) -> bool:
-    """Whether the audit append is one statement that hashes in the database (PostgreSQL,
-    whose `sha256()` is built in). SQLite, in-process, runs the three statements."""
-    return db.vendor == "postgresql"
+def _append_audit_event(db: BaseDatabaseWrapper) -> str:
+    """Insert the account's next event, hashed by the database from the head it reads:
 
+        digest = sha256(prev_digest || "\\n" || canonical_before || seq || canonical_after)
 
-# On PostgreSQL, the whole append in one statement, atomic by itself: lock the head, hash,
-# insert the event, move the head. The caller binds the account id, the canonical form's text
-# before and after the seq (services/audit.py), the account id again, and AUDIT_GIVEN.
-# `head` reads the row under its lock, so it is the last committed head even after a wait;
-# it is referenced twice, so it runs once and both writes use the same seq and digest.
-append_audit_event = _per_vendor(
-    lambda db: (
-        f"WITH head AS (SELECT audit_seq + 1 AS seq, audit_head AS prev_digest "
-        f"FROM {table(db, Account)} WHERE id = %s FOR UPDATE), "
-        "event AS (SELECT seq, prev_digest, encode(sha256(convert_to("
-        "prev_digest || chr(10) || %s || seq::text || %s, 'UTF8')), 'hex') AS digest "
-        "FROM head), "
-        f"moved AS (UPDATE {table(db, Account)} SET audit_seq = event.seq, "
-        "audit_head = event.digest FROM event WHERE id = %s) "
-        f"INSERT INTO {table(db, AuditEvent)} ({', '.join(AUDIT_GIVEN)}, seq, prev_digest, "
-        f"digest) SELECT {', '.join(['%s'] * len(AUDIT_GIVEN))}, seq, prev_digest, digest "
-        "FROM event RETURNING seq, prev_digest, digest"
+    The caller binds AUDIT_GIVEN, `canonical_before` and `canonical_after` by name (the
+    canonical form around its seq: services/audit.py), and gets (seq, prev_digest, digest).
+
+    PostgreSQL (`sha256()` is built in) does it all in one statement, atomic by itself: the
+    `head` CTE reads the row under its lock, so it is the last committed head even after a
+    wait, and it is referenced twice, so it runs once and both writes use the same values.
+    SQLite (Django registers SHA256() on every connection) inserts here, inside the write
+    transaction, and the caller then moves the head (`move_audit_head`).
+    """
+    given = ", ".join(AUDIT_GIVEN)
+    values = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
+    event, account = table(db, AuditEvent), table(db, Account)
+    if db.vendor == "postgresql":
+        return (
+            f"WITH head AS (SELECT audit_seq + 1 AS seq, audit_head AS prev_digest "
+            f"FROM {account} WHERE id = %(account_id)s FOR UPDATE), "
+            "event AS (SELECT seq, prev_digest, encode(sha256(convert_to(prev_digest || chr(10) "
+            "|| %(canonical_before)s || seq::text || %(canonical_after)s, 'UTF8')), 'hex') "
+            "AS digest FROM head), "
+            f"moved AS (UPDATE {account} SET audit_seq = event.seq, audit_head = event.digest "
+            "FROM event WHERE id = %(account_id)s) "
+            f"INSERT INTO {event} ({given}, seq, prev_digest, digest) "
+            f"SELECT {values}, seq, prev_digest, digest FROM event "
+            "RETURNING seq, prev_digest, digest"
+        )
+    return (
+        f"INSERT INTO {event} ({given}, seq, prev_digest, digest) "
+        f"SELECT {values}, audit_seq + 1, audit_head, SHA256(audit_head || char(10) "
+        "|| %(canonical_before)s || (audit_seq + 1) || %(canonical_after)s) "
+        f"FROM {account} WHERE id = %(account_id)s RETURNING seq, prev_digest, digest"
     )
-)
+
+
+append_audit_event = _per_vendor(_append_audit_event)

@@ -88,11 +88,12 @@ def elapsed(start: float) -> float:
 
 def audit_record_queries() -> int:
     """The audit event of a request that changes nothing: on PostgreSQL one statement (lock
-    the head, hash, insert, move the head); elsewhere lock, INSERT and UPDATE."""
-    return 1 if connection.vendor == "postgresql" else 3
-
-
-def audit_append_queries() -> int:
-    """The audit event of a change, whose transaction holds the head's lock already: on
-    PostgreSQL one statement; elsewhere INSERT the event and UPDATE the head."""
+    the head, hash, insert, move the head); on SQLite INSERT the event, UPDATE the head."""
     return 1 if connection.vendor == "postgresql" else 2
+
+
+def audit_change_queries() -> int:
+    """The audit of a change: lock the head first (PostgreSQL: SELECT ... FOR UPDATE; SQLite:
+    no statement, the IMMEDIATE transaction holds the lock), then append the event (one
+    statement on PostgreSQL, two on SQLite). Two either way."""
+    return 2

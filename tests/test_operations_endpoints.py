@@ -212,6 +212,19 @@ class TestEveryResponse:
 class TestSystemChecks:
     """A misconfigured start stops at `manage.py check` with a clear message."""
 
+    def test_an_sqlite_without_returning_fails_check(self, monkeypatch):
+        from django.db import connection
+
+        from services import checks
+
+        if connection.vendor != "sqlite":
+            pytest.skip("a check of the SQLite library")
+        assert checks.check_sqlite_version(None) == []
+        monkeypatch.setattr(checks.sqlite3, "sqlite_version_info", (3, 34, 1))
+        [error] = checks.check_sqlite_version(None)
+        assert error.id == "credvault.E007"
+        assert "3.35" in error.msg
+
     @pytest.mark.parametrize(
         ("env", "check_id", "words"),
         [

@@ -1,9 +1,8 @@
 """Query counts of the hot paths: constant in the number of services and fields.
 
-Every request also appends its audit event: lock the account's chain head, insert the event,
-move the head. That is three queries on SQLite and one statement on PostgreSQL
-(`tests.support.audit_record_queries`). A change locks the head first, in its own
-transaction, and appends later (`audit_append_queries`).
+Every request also appends its audit event: one statement on PostgreSQL, two on SQLite
+(`tests.support.audit_record_queries`). A change locks the account's chain head first and
+appends at its end, in its own transaction (`audit_change_queries`).
 
 The token fixtures were used a moment ago, so no request here also writes last_used_at.
 The test database runs each test in a transaction, so every `atomic()` of the code shows up
@@ -14,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import audit_append_queries, audit_record_queries, creds
+from tests.support import audit_change_queries, audit_record_queries, creds
 
 
 @pytest.fixture
@@ -50,16 +49,15 @@ def test_storing_a_new_service_is_constant(
 ):
     with_services(existing)
     values = {f"field_{i}": "v" for i in range(fields)}
-    with django_assert_num_queries(8 + audit_append_queries()):
+    with django_assert_num_queries(7 + audit_change_queries()):
         # 1. SELECT the token by digest, joined to its account
-        # 2. SAVEPOINT
-        # 3. SELECT the account's audit head FOR UPDATE (orders every change of the account)
-        # 4. SELECT the service FOR UPDATE (none yet)
-        # 5. SELECT COUNT of the account's services (the limit)
-        # 6. INSERT the service
-        # 7. INSERT every field at once
-        # then the audit event, and
-        # 8. RELEASE SAVEPOINT
+        # 2. SAVEPOINT, then lock the audit head (orders every change of the account)
+        # 3. SELECT the service FOR UPDATE (none yet)
+        # 4. SELECT COUNT of the account's services (the limit)
+        # 5. INSERT the service
+        # 6. INSERT every field at once
+        # then append the audit event, and
+        # 7. RELEASE SAVEPOINT
         response = alice_api.store("fresh", creds(**values))
     assert response.status_code == 201
 
@@ -71,16 +69,15 @@ def test_replacing_a_service_is_constant(
 ):
     with_services(existing)
     values = {f"field_{i}": "v" for i in range(fields)}
-    with django_assert_num_queries(8 + audit_append_queries()):
+    with django_assert_num_queries(7 + audit_change_queries()):
         # 1. SELECT the token by digest, joined to its account
-        # 2. SAVEPOINT
-        # 3. SELECT the account's audit head FOR UPDATE (orders every change of the account)
-        # 4. SELECT the service FOR UPDATE
-        # 5. DELETE its earlier fields
-        # 6. UPDATE the service (generation, keyType, connectedAt)
-        # 7. INSERT every new field at once
-        # then the audit event, and
-        # 8. RELEASE SAVEPOINT
+        # 2. SAVEPOINT, then lock the audit head (orders every change of the account)
+        # 3. SELECT the service FOR UPDATE
+        # 4. DELETE its earlier fields
+        # 5. UPDATE the service (generation, keyType, connectedAt)
+        # 6. INSERT every new field at once
+        # then append the audit event, and
+        # 7. RELEASE SAVEPOINT
         response = alice_api.store("svc-0000", creds(**values))
     assert response.status_code == 200
 
@@ -91,15 +88,14 @@ def test_removing_a_service_is_constant(
     alice_api, with_services, django_assert_num_queries, existing
 ):
     with_services(existing)
-    with django_assert_num_queries(7 + audit_append_queries()):
+    with django_assert_num_queries(6 + audit_change_queries()):
         # 1. SELECT the token by digest, joined to its account
-        # 2. SAVEPOINT
-        # 3. SELECT the account's audit head FOR UPDATE (orders every change of the account)
-        # 4. SELECT the service to delete (Django's deletion collector)
-        # 5. DELETE its fields
-        # 6. DELETE the service
-        # then the audit event, and
-        # 7. RELEASE SAVEPOINT
+        # 2. SAVEPOINT, then lock the audit head (orders every change of the account)
+        # 3. SELECT the service to delete (Django's deletion collector)
+        # 4. DELETE its fields
+        # 5. DELETE the service
+        # then append the audit event, and
+        # 6. RELEASE SAVEPOINT
         response = alice_api.delete("svc-0000")
     assert response.status_code == 204
 
