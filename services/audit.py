@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from services import sql
@@ -145,7 +145,7 @@ def lock_head(context: AuditContext) -> Head:
     `SELECT ... FOR UPDATE`; on SQLite the IMMEDIATE transaction holds the database's write
     lock already, so no statement is needed.
     """
-    if sql.locks_rows(connection):
+    if sql.appends_atomically():
         sql.fetch(sql.lock_audit_head, [context.account_id])
     return Head(account_id=context.account_id)
 
@@ -179,13 +179,10 @@ def _write(
         request_id=context.request_id,
         prev_digest="",
     )
-    before, after = canonical_around_seq(event)
-    params = {column: getattr(event, column) for column in sql.AUDIT_GIVEN}
-    params["occurred_at"] = sql.adapt_datetime(event.occurred_at)
-    params["canonical_before"], params["canonical_after"] = before, after
-    [(event.seq, event.prev_digest, event.digest)] = sql.fetch(sql.append_audit_event, params)
-    if not sql.locks_rows(connection):
-        sql.execute(sql.move_audit_head, [event.seq, event.digest, event.account_id])
+    given = {column: getattr(event, column) for column in sql.AUDIT_GIVEN}
+    event.seq, event.prev_digest, event.digest = sql.append_audit_event(
+        given, *canonical_around_seq(event)
+    )
     return event
 
 
@@ -227,7 +224,7 @@ def record(
         "service": service,
         "target": target,
     }
-    if sql.locks_rows(connection):
+    if sql.appends_atomically():
         return _write(context, **what)
     with transaction.atomic(savepoint=False):
         return _write(context, **what)

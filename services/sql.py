@@ -177,25 +177,47 @@ move_audit_head = _per_vendor(
 )
 
 
-def locks_rows(db: BaseDatabaseWrapper) -> bool:
-    """PostgreSQL locks rows (`SELECT ... FOR UPDATE`); SQLite locks the whole database for
-    the writer of an IMMEDIATE transaction."""
-    return db.features.has_select_for_update
+def appends_atomically() -> bool:
+    """PostgreSQL appends an audit event in one statement, atomic by itself, and locks rows
+    (`SELECT ... FOR UPDATE`). SQLite appends in two statements inside a write transaction,
+    whose IMMEDIATE start locks the whole database for the writer."""
+    return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
 
 
-def _append_audit_event(db: BaseDatabaseWrapper) -> str:
-    """Insert the account's next event, hashed by the database from the head it reads:
+def append_audit_event(given: dict, canonical_before: str, canonical_after: str) -> tuple:
+    """Insert the account's next event and move its head: (seq, prev_digest, digest).
+
+    The database reads the head, counts the seq and hashes:
 
         digest = sha256(prev_digest || "\\n" || canonical_before || seq || canonical_after)
 
-    The caller binds AUDIT_GIVEN, `canonical_before` and `canonical_after` by name (the
-    canonical form around its seq: services/audit.py), and gets (seq, prev_digest, digest).
+    `given` holds AUDIT_GIVEN; `canonical_before` and `canonical_after` are the event's
+    canonical form around its seq (services/audit.py). PostgreSQL does it all in one
+    statement; SQLite inserts, then moves the head, and must be in a write transaction.
+    """
+    db = connections[DEFAULT_DB_ALIAS]
+    params = {
+        **given,
+        "occurred_at": db.ops.adapt_datetimefield_value(given["occurred_at"]),
+        "canonical_before": canonical_before,
+        "canonical_after": canonical_after,
+    }
+    with db.cursor() as cursor:
+        cursor.execute(_append_audit_event(db), params)
+        [(seq, prev_digest, digest)] = cursor.fetchall()
+        if db.vendor != "postgresql":
+            cursor.execute(move_audit_head(db), [seq, digest, given["account_id"]])
+    return seq, prev_digest, digest
+
+
+def _append_audit_event_text(db: BaseDatabaseWrapper) -> str:
+    """The statement of `append_audit_event`, AUDIT_GIVEN and the canonical text bound by name.
 
     PostgreSQL (`sha256()` is built in) does it all in one statement, atomic by itself: the
     `head` CTE reads the row under its lock, so it is the last committed head even after a
     wait, and it is referenced twice, so it runs once and both writes use the same values.
-    SQLite (Django registers SHA256() on every connection) inserts here, inside the write
-    transaction, and the caller then moves the head (`move_audit_head`).
+    SQLite (Django registers SHA256() on every connection) only inserts; the head is moved
+    after it (`move_audit_head`), in the same write transaction.
     """
     given = ", ".join(AUDIT_GIVEN)
     values = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
@@ -221,4 +243,4 @@ def _append_audit_event(db: BaseDatabaseWrapper) -> str:
     )
 
 
-append_audit_event = _per_vendor(_append_audit_event)
+_append_audit_event = _per_vendor(_append_audit_event_text)
