@@ -145,7 +145,7 @@ def lock_head(context: AuditContext) -> Head:
     `SELECT ... FOR UPDATE`; on SQLite the IMMEDIATE transaction holds the database's write
     lock already, so no statement is needed.
     """
-    if sql.appends_atomically():
+    if sql.locks_rows():
         sql.fetch(sql.lock_audit_head, [context.account_id])
     return Head(account_id=context.account_id)
 

@@ -177,10 +177,15 @@ move_audit_head = _per_vendor(
 )
 
 
+def locks_rows() -> bool:
+    """PostgreSQL locks rows (`SELECT ... FOR UPDATE`); SQLite's IMMEDIATE transaction locks
+    the whole database for its writer from the start."""
+    return connections[DEFAULT_DB_ALIAS].features.has_select_for_update
+
+
 def appends_atomically() -> bool:
-    """PostgreSQL appends an audit event in one statement, atomic by itself, and locks rows
-    (`SELECT ... FOR UPDATE`). SQLite appends in two statements inside a write transaction,
-    whose IMMEDIATE start locks the whole database for the writer."""
+    """PostgreSQL appends an audit event in one statement, atomic by itself; SQLite in two,
+    which must run inside a write transaction."""
     return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
 
 
