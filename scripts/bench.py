@@ -5,9 +5,10 @@ settings (DEBUG off, 2 sync workers), and load it from a separate process (wrk w
 else a Python load generator) in interleaved rounds: the baseline `/healthz` (a plain Django
 view), list with 10 and with 100 services, store of a 3-field set, the agent read, and test of
 a custom service (`no_verifier`). Each endpoint is measured right after a baseline of its own;
-prints rps, p50 and p99 as ratios to that baseline, the server's CPU per request, each worker's memory and the non-2xx count; then the
-growth tables (list with 10/100/1,000 services, store with 1/10/20 fields, token lookup with
-10 and 100,000 tokens) and the targets. The figures are measurements, not tests.
+prints rps, p50 and p99 as ratios to that baseline, the server's CPU per request, each
+worker's memory and the non-2xx count; then the growth tables (list with 10/100/1,000
+services, store with 1/10/20 fields, token lookup with 10 and 100,000 tokens) and the
+targets. The figures are measurements, not tests.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from django.db import transaction
 from django.utils import timezone
@@ -56,22 +55,6 @@ class AuditContext:
         return cls(account_id=account_id, token_prefix=COMMAND_ACTOR, request_id=COMMAND_ACTOR)
 
 
-class EventFields(Protocol):
-    """What the chain covers: an `AuditEvent` row, or a `NewEvent` about to be written."""
-
-    account_id: int
-    seq: int
-    occurred_at: datetime
-    token_prefix: str
-    agent_name: str
-    action: str
-    service: str
-    target: str
-    outcome: str
-    status: int
-    request_id: str
-
-
 @dataclass(slots=True)
 class NewEvent:
     """An event being appended: the columns of its row, without a model instance (building
@@ -92,11 +75,11 @@ class NewEvent:
     digest: str = ""
 
 
-def canonical(event: EventFields) -> str:
+def canonical(event: AuditEvent | NewEvent) -> str:
     return json.dumps(_fields(event, event.seq), sort_keys=True, separators=(",", ":"))
 
 
-def _fields(event: EventFields, seq: int) -> dict[str, object]:
+def _fields(event: AuditEvent | NewEvent, seq: int) -> dict[str, object]:
     return {
         "account": event.account_id,
         "seq": seq,
@@ -112,7 +95,7 @@ def _fields(event: EventFields, seq: int) -> dict[str, object]:
     }
 
 
-def canonical_around_seq(event: EventFields) -> tuple[str, str]:
+def canonical_around_seq(event: AuditEvent | NewEvent) -> tuple[str, str]:
     """The canonical form's text before and after the seq, for a database that appends once it
     knows the seq: `before + str(seq) + after == canonical(event)`.
 
@@ -124,7 +107,7 @@ def canonical_around_seq(event: EventFields) -> tuple[str, str]:
     return before + '"seq":', after
 
 
-def chain_digest(prev_digest: str, event: EventFields) -> str:
+def chain_digest(prev_digest: str, event: AuditEvent | NewEvent) -> str:
     return hashlib.sha256(f"{prev_digest}\n{canonical(event)}".encode()).hexdigest()
 
 
