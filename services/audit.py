@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -200,17 +201,12 @@ def record(
 
     Inside a transaction it takes no savepoint, so a failure here undoes that transaction.
     """
-    what = {
-        "action": action,
-        "outcome": outcome,
-        "status": status,
-        "service": service,
-        "target": target,
-    }
-    if sql.appends_atomically():
-        return _write(context, **what)
-    with transaction.atomic(savepoint=False):
-        return _write(context, **what)
+    # On SQLite the append's two statements need a write transaction of their own.
+    atomic = nullcontext() if sql.appends_atomically() else transaction.atomic(savepoint=False)
+    with atomic:
+        return _write(
+            context, action=action, outcome=outcome, status=status, service=service, target=target
+        )
 
 
 @dataclass(frozen=True)

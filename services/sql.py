@@ -167,10 +167,9 @@ AUDIT_GIVEN = (
     "request_id",
 )
 
+# Taken only where rows can be locked (`locks_rows`); SQLite's writer holds the database.
 lock_audit_head = _per_vendor(
-    lambda db: (
-        f"SELECT audit_seq, audit_head FROM {table(db, Account)} WHERE id = %s{_for_update(db)}"
-    )
+    lambda db: f"SELECT id FROM {table(db, Account)} WHERE id = %s FOR UPDATE"
 )
 move_audit_head = _per_vendor(
     lambda db: f"UPDATE {table(db, Account)} SET audit_seq = %s, audit_head = %s WHERE id = %s"
@@ -186,7 +185,11 @@ def locks_rows() -> bool:
 def appends_atomically() -> bool:
     """PostgreSQL appends an audit event in one statement, atomic by itself; SQLite in two,
     which must run inside a write transaction."""
-    return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
+    return _one_statement_append(connections[DEFAULT_DB_ALIAS])
+
+
+def _one_statement_append(db: BaseDatabaseWrapper) -> bool:
+    return db.vendor == "postgresql"
 
 
 def append_audit_event(given: dict, canonical_before: str, canonical_after: str) -> tuple:
@@ -210,7 +213,7 @@ def append_audit_event(given: dict, canonical_before: str, canonical_after: str)
     with db.cursor() as cursor:
         cursor.execute(_append_audit_event(db), params)
         [(seq, prev_digest, digest)] = cursor.fetchall()
-        if db.vendor != "postgresql":
+        if not _one_statement_append(db):
             cursor.execute(move_audit_head(db), [seq, digest, given["account_id"]])
     return seq, prev_digest, digest
 
@@ -227,7 +230,7 @@ def _append_audit_event_text(db: BaseDatabaseWrapper) -> str:
     given = ", ".join(AUDIT_GIVEN)
     values = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
     event, account = table(db, AuditEvent), table(db, Account)
-    if db.vendor == "postgresql":
+    if _one_statement_append(db):
         return (
             f"WITH head AS (SELECT audit_seq + 1 AS seq, audit_head AS prev_digest "
             f"FROM {account} WHERE id = %(account_id)s FOR UPDATE), "

@@ -1,5 +1,3 @@
-from datetime import timedelta
-
 from django.core.management.base import BaseCommand, CommandError
 
 from services.accounts import AccountError, get_account
@@ -7,6 +5,7 @@ from services.agents import issue_agent_token
 from services.audit import AuditContext
 from services.exceptions import AgentNotFound
 from services.identifiers import InvalidIdentifier, normalize_service
+from services.management.expiry import add_expires_in, expiry
 
 
 class Command(BaseCommand):
@@ -18,19 +17,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("account")
         parser.add_argument("name")
-        parser.add_argument(
-            "--expires-in", type=int, metavar="DAYS", help="Expire after this many days."
-        )
+        add_expires_in(parser)
 
     def handle(self, *args, account: str, name: str, expires_in: int | None, **options) -> None:
-        if expires_in is not None and expires_in < 1:
-            raise CommandError("--expires-in takes a whole number of days, 1 or more")
+        lifetime = expiry(expires_in)
         try:
             owner = get_account(name=account)
             issued = issue_agent_token(
                 account=owner,
                 name=normalize_service(name),
-                expires_in=timedelta(days=expires_in) if expires_in else None,
+                expires_in=lifetime,
                 context=AuditContext.for_command(owner.pk),
             )
         except AccountError as exc:

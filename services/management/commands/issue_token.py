@@ -1,8 +1,7 @@
-from datetime import timedelta
-
 from django.core.management.base import BaseCommand, CommandError
 
 from services.accounts import AccountError, get_account, issue_token
+from services.management.expiry import add_expires_in, expiry
 
 
 class Command(BaseCommand):
@@ -14,19 +13,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("account")
         parser.add_argument("--name", default="", help="A label shown by list_tokens.")
-        parser.add_argument(
-            "--expires-in", type=int, metavar="DAYS", help="Expire after this many days."
-        )
+        add_expires_in(parser)
 
     def handle(self, *args, account: str, name: str, expires_in: int | None, **options) -> None:
-        if expires_in is not None and expires_in < 1:
-            raise CommandError("--expires-in takes a whole number of days, 1 or more")
+        lifetime = expiry(expires_in)
         try:
             owner = get_account(name=account)
             issued = issue_token(
                 account=owner,
                 name=name,
-                expires_in=timedelta(days=expires_in) if expires_in else None,
+                expires_in=lifetime,
             )
         except AccountError as exc:
             raise CommandError(str(exc)) from None
