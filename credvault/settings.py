@@ -92,7 +92,9 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     # server stops parsing and planning the same few statements on every request (measured:
     # BENCHMARKS.md). Behind PgBouncer in transaction mode, prepared statements need
     # PgBouncer 1.21 or later with max_prepared_statements set.
+    # Django turns psycopg's prepared statements off unless OPTIONS names a threshold.
     _db.setdefault("OPTIONS", {}).setdefault("server_side_binding", True)
+    _db["OPTIONS"].setdefault("prepare_threshold", 5)
 # Each gunicorn worker keeps its connection between requests (checked before reuse, so a
 # database that went away is reconnected to). On SQLite this also spares every request a
 # fresh connection and a WAL checkpoint at its close.
