@@ -151,29 +151,31 @@ def read_credentials(
 
     The grant, the service row and its fields come from one statement: no row means no
     grant, a row without fields means nothing is stored, and the set is that of a single
-    committed store even while another store replaces it. The read and its audit event are
-    one transaction. Nothing decrypted is kept after the response.
+    committed store even while another store replaces it. Its audit event is appended before
+    anything is answered: if the append fails, nothing is. The statement is atomic by itself,
+    so no transaction surrounds the two (on PostgreSQL that would be two more round trips, a
+    BEGIN and a COMMIT; on SQLite the append takes its own write transaction). Nothing
+    decrypted is kept after the response.
     """
-    with transaction.atomic():
-        rows = sql.fetch(sql.agent_read, [token.account_id, token.agent_id, service])
-        if not rows:
-            raise NotGranted()
-        if rows[0][3] is None:
-            raise ServiceNotConnected()
-        key_type, connected_at, generation = rows[0][:3]
-        ring = key_ring()
-        fields = []
-        for _, _, _, pk, key_name, key_id, ciphertext in rows:
-            place = Place(token.account_id, service, key_name, generation)
-            row = f"credential field {pk} ({service}/{key_name})"
-            fields.append((key_name, ring.open(key_id, ciphertext, place, row=row)))
-        audit.record(
-            context,
-            action=AuditAction.AGENT_READ,
-            outcome=AuditOutcome.SUCCESS,
-            status=200,
-            service=service,
-        )
+    rows = sql.fetch(sql.agent_read, [token.account_id, token.agent_id, service])
+    if not rows:
+        raise NotGranted()
+    if rows[0][3] is None:
+        raise ServiceNotConnected()
+    key_type, connected_at, generation = rows[0][:3]
+    ring = key_ring()
+    fields = []
+    for _, _, _, pk, key_name, key_id, ciphertext in rows:
+        place = Place(token.account_id, service, key_name, generation)
+        row = f"credential field {pk} ({service}/{key_name})"
+        fields.append((key_name, ring.open(key_id, ciphertext, place, row=row)))
+    audit.record(
+        context,
+        action=AuditAction.AGENT_READ,
+        outcome=AuditOutcome.SUCCESS,
+        status=200,
+        service=service,
+    )
     return AgentCredentials(
         service=service,
         key_type=key_type,

@@ -8,12 +8,12 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test import Client
 from django.utils import timezone
 
-from services import tokens
-from services.models import Agent, AgentToken, Grant
+from services import audit, tokens
+from services.models import Agent, AgentToken, AuditEvent, Grant
 from tests.support import Api, assert_problem, audit_record_queries, creds, marked
 
 AGENT_TOKEN = re.compile(r"cva_[0-9A-Za-z]{46}")
@@ -218,14 +218,28 @@ class TestAgentRead:
         for fields in (1, 20):
             alice_api.store("custom", creds(**{f"field_{i}": "v" for i in range(fields)}))
             AgentToken.objects.update(last_used_at=timezone.now())
-            with django_assert_num_queries(4 + audit_record_queries()):
+            with django_assert_num_queries(2 + audit_record_queries()):
                 # 1. SELECT the agent token by digest, joined to its account
-                # 2. SAVEPOINT
-                # 3. SELECT the grant joined to its service and fields, in one statement
-                # then the audit event, and
-                # 4. RELEASE SAVEPOINT
+                # 2. SELECT the grant joined to its service and fields, in one statement
+                # then the audit event (no transaction around the two)
                 response = read(reader, "custom")
             assert len(response.json()["credentials"]) == fields
+
+    def test_a_read_that_cannot_be_audited_answers_no_secret(self, alice_api, reader, monkeypatch):
+        """The event is appended before the answer: when the append fails, nothing is read
+        out, and no event claims a read."""
+        secret = marked("audit-down")
+        alice_api.store("github", creds(api_key=secret))
+        before = AuditEvent.objects.count()
+
+        def audit_down(*args, **kwargs):
+            raise OperationalError("audit store down")
+
+        monkeypatch.setattr(audit, "record", audit_down)
+        response = read(reader, "github")
+        assert_problem(response, 503, "service_unavailable")
+        assert secret.encode() not in response.content
+        assert AuditEvent.objects.count() == before
 
 
 @pytest.mark.django_db
