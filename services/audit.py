@@ -134,6 +134,15 @@ def lock_head(context: AuditContext) -> Head:
     return Head(account_id=context.account_id)
 
 
+def lock_head_reading(
+    context: AuditContext, statement: sql.Statement, params: list
+) -> tuple[Head, list[tuple]]:
+    """`lock_head`, and rows read under the lock in the same round trip: `statement` is one of
+    sql.py's that lock the head first where rows are locked (`find_service_locking_head`)."""
+    rows = sql.fetch(statement, params)
+    return Head(account_id=context.account_id), rows
+
+
 def _write(
     context: AuditContext,
     *,

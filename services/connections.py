@@ -101,23 +101,17 @@ def list_services(*, account: Account) -> list[ServiceEntry]:
     ]
 
 
-def _insert_fields(service_id: int, rows: list[tuple[str, str, bytes]]) -> None:
-    """Every sealed field of the new set in one INSERT."""
-    params = [
-        item for key_name, key_id, blob in rows for item in (service_id, key_name, key_id, blob)
-    ]
-    sql.execute(sql.insert_fields(len(rows)), params)
-
-
 def _store_once(
     *, account: Account, credentials: CredentialSet, context: audit.AuditContext
 ) -> tuple[ConnectedService, bool]:
     now = timezone.now()
     with transaction.atomic():
         # First the account's audit head: it orders every change of the account, new
-        # services included, so the limit holds and no two stores wait on each other.
-        head = audit.lock_head(context)
-        found = sql.fetch(sql.find_service, [account.pk, credentials.service])
+        # services included, so the limit holds and no two stores wait on each other. Then
+        # the service's row, locked; both in one statement on PostgreSQL.
+        head, found = audit.lock_head_reading(
+            context, sql.find_service_locking_head, [account.pk, credentials.service]
+        )
         created = not found
         if created:
             count = ConnectedService.objects.filter(account=account).count()
@@ -142,22 +136,21 @@ def _store_once(
                 connected_at=now,
                 generation=generation + 1,
             )
-            sql.execute(sql.clear_fields, [service_id])
-            sql.execute(
-                sql.update_service,
-                [
-                    connected.generation,
-                    connected.key_type,
-                    sql.adapt_datetime(now),
-                    service_id,
-                ],
-            )
         ring = key_ring()
         rows = []
         for key_name, value in credentials.fields:
             place = Place(account.pk, credentials.service, key_name, connected.generation)
             rows.append((key_name, *ring.seal(value, place)))
-        _insert_fields(connected.pk, rows)
+        if created:
+            sql.execute(sql.insert_fields(len(rows)), sql.field_params(connected.pk, rows))
+        else:
+            sql.replace_fields(
+                connected.pk,
+                generation=connected.generation,
+                key_type=connected.key_type,
+                connected_at=now,
+                rows=rows,
+            )
         audit.append(
             head,
             context,

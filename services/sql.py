@@ -10,7 +10,7 @@ builds SQL text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -62,11 +62,6 @@ def execute(statement: Statement, params: list) -> None:
         cursor.execute(statement(db), params)
 
 
-def adapt_datetime(value: datetime) -> object:
-    """A datetime as the default database stores it, for a bound parameter."""
-    return connections[DEFAULT_DB_ALIAS].ops.adapt_datetimefield_value(value)
-
-
 def _per_vendor(build: Callable[[BaseDatabaseWrapper], str]) -> Statement:
     """A statement whose text is built once per database vendor."""
     texts: dict[str, str] = {}
@@ -78,10 +73,6 @@ def _per_vendor(build: Callable[[BaseDatabaseWrapper], str]) -> Statement:
         return text
 
     return statement
-
-
-def _for_update(db: BaseDatabaseWrapper) -> str:
-    return " FOR UPDATE" if db.features.has_select_for_update else ""
 
 
 # --- tokens ------------------------------------------------------------------------------------
@@ -110,16 +101,98 @@ list_services = _per_vendor(
         "WHERE account_id = %s ORDER BY service"
     )
 )
-find_service = _per_vendor(
-    lambda db: (
-        f"SELECT id, generation FROM {table(db, ConnectedService)} "
-        f"WHERE account_id = %s AND service = %s{_for_update(db)}"
+
+
+def _find_service_locking_head(db: BaseDatabaseWrapper) -> str:
+    services = table(db, ConnectedService)
+    if not db.features.has_select_for_update:
+        # SQLite: the IMMEDIATE transaction holds the database's write lock already.
+        return f"SELECT id, generation FROM {services} WHERE account_id = %s AND service = %s"
+    # The head's lock is taken first: the subquery's value is computed before the services
+    # are scanned, and it is the account's row, locked.
+    return (
+        f"WITH head AS (SELECT id FROM {table(db, Account)} WHERE id = %s FOR UPDATE) "
+        f"SELECT id, generation FROM {services} "
+        "WHERE account_id = (SELECT id FROM head) AND service = %s FOR UPDATE"
     )
+
+
+# A store's first statement: the service's row (id, generation), locked, after the lock on the
+# account's audit head. On PostgreSQL one statement takes both locks, in that order.
+find_service_locking_head = _per_vendor(_find_service_locking_head)
+
+_FIELD_COLUMNS = "(connected_service_id, key_name, key_id, ciphertext)"
+
+
+def _field_values(count: int) -> str:
+    return ", ".join(["(%s, %s, %s, %s)"] * count)
+
+
+def field_params(service_id: int, rows: Sequence[tuple[str, str, bytes]]) -> list:
+    """The parameters of `count` fields' VALUES: (keyName, key id, ciphertext) rows."""
+    return [item for name, key_id, blob in rows for item in (service_id, name, key_id, blob)]
+
+
+@lru_cache(maxsize=64)
+def insert_fields(count: int) -> Statement:
+    """An INSERT of `count` credential fields at once."""
+    return _per_vendor(
+        lambda db: (
+            f"INSERT INTO {table(db, CredentialField)} {_FIELD_COLUMNS} "
+            f"VALUES {_field_values(count)}"
+        )
+    )
+
+
+# A replacement writes over the fields whose keyName stays, rather than deleting and
+# inserting them: on PostgreSQL the new row version stays on its page and no index gets an
+# entry (a HOT update), where a delete and an insert add an entry to every index of the
+# table and leave the old ones for VACUUM; a service replaced hundreds of times a second
+# slowed down as they piled up.
+_UPSERT = (
+    " ON CONFLICT (connected_service_id, key_name) DO UPDATE "
+    "SET key_id = excluded.key_id, ciphertext = excluded.ciphertext"
 )
-clear_fields = _per_vendor(
-    lambda db: f"DELETE FROM {table(db, CredentialField)} WHERE connected_service_id = %s"
-)
-update_service = _per_vendor(
+
+
+@lru_cache(maxsize=64)
+def _replace_fields(count: int) -> Statement:
+    """PostgreSQL: move the service to its next generation, delete its fields whose keyName
+    is not in the new set, write the new set over the others or insert it. The three writes
+    touch different rows, so their order does not matter."""
+    return _per_vendor(
+        lambda db: (
+            f"WITH moved AS (UPDATE {table(db, ConnectedService)} SET generation = %s, "
+            "key_type = %s, connected_at = %s WHERE id = %s), "
+            f"cleared AS (DELETE FROM {table(db, CredentialField)} "
+            "WHERE connected_service_id = %s AND NOT key_name = ANY(%s)) "
+            f"INSERT INTO {table(db, CredentialField)} {_FIELD_COLUMNS} "
+            f"VALUES {_field_values(count)}{_UPSERT}"
+        )
+    )
+
+
+@lru_cache(maxsize=64)
+def _clear_other_fields(count: int) -> Statement:
+    return _per_vendor(
+        lambda db: (
+            f"DELETE FROM {table(db, CredentialField)} WHERE connected_service_id = %s "
+            f"AND key_name NOT IN ({', '.join(['%s'] * count)})"
+        )
+    )
+
+
+@lru_cache(maxsize=64)
+def _upsert_fields(count: int) -> Statement:
+    return _per_vendor(
+        lambda db: (
+            f"INSERT INTO {table(db, CredentialField)} {_FIELD_COLUMNS} "
+            f"VALUES {_field_values(count)}{_UPSERT}"
+        )
+    )
+
+
+move_service = _per_vendor(
     lambda db: (
         f"UPDATE {table(db, ConnectedService)} SET generation = %s, key_type = %s, "
         "connected_at = %s WHERE id = %s"
@@ -127,16 +200,28 @@ update_service = _per_vendor(
 )
 
 
-@lru_cache(maxsize=64)
-def insert_fields(count: int) -> Statement:
-    """An INSERT of `count` credential fields at once."""
-    values = ", ".join(["(%s, %s, %s, %s)"] * count)
-    return _per_vendor(
-        lambda db: (
-            f"INSERT INTO {table(db, CredentialField)} "
-            f"(connected_service_id, key_name, key_id, ciphertext) VALUES {values}"
-        )
-    )
+def replace_fields(
+    service_id: int,
+    *,
+    generation: int,
+    key_type: str,
+    connected_at: datetime,
+    rows: Sequence[tuple[str, str, bytes]],
+) -> None:
+    """Replace a connected service's whole set with `rows` (keyName, key id, ciphertext) and
+    move its row to `generation`: one statement where the database runs writes in a WITH
+    clause (PostgreSQL), three on SQLite. The caller holds the service row's lock."""
+    db = connections[DEFAULT_DB_ALIAS]
+    moved = [generation, key_type, db.ops.adapt_datetimefield_value(connected_at), service_id]
+    names = [name for name, _, _ in rows]
+    values = field_params(service_id, rows)
+    with db.cursor() as cursor:
+        if _writes_in_with(db):
+            cursor.execute(_replace_fields(len(rows))(db), [*moved, service_id, names, *values])
+            return
+        cursor.execute(_clear_other_fields(len(rows))(db), [service_id, *names])
+        cursor.execute(move_service(db), moved)
+        cursor.execute(_upsert_fields(len(rows))(db), values)
 
 
 # The agent read: grant, service and fields in one statement. No row: no grant; a row without
@@ -185,10 +270,12 @@ def locks_rows() -> bool:
 def appends_atomically() -> bool:
     """PostgreSQL appends an audit event in one statement, atomic by itself; SQLite in two,
     which must run inside a write transaction."""
-    return _one_statement_append(connections[DEFAULT_DB_ALIAS])
+    return _writes_in_with(connections[DEFAULT_DB_ALIAS])
 
 
-def _one_statement_append(db: BaseDatabaseWrapper) -> bool:
+def _writes_in_with(db: BaseDatabaseWrapper) -> bool:
+    """Whether the database runs writes inside a WITH clause (PostgreSQL does; SQLite does
+    not), so that several writes make one statement: the audit append, `replace_fields`."""
     return db.vendor == "postgresql"
 
 
@@ -213,7 +300,7 @@ def append_audit_event(given: dict, canonical_before: str, canonical_after: str)
     with db.cursor() as cursor:
         cursor.execute(_append_audit_event(db), params)
         [(seq, prev_digest, digest)] = cursor.fetchall()
-        if not _one_statement_append(db):
+        if not _writes_in_with(db):
             cursor.execute(move_audit_head(db), [seq, digest, given["account_id"]])
     return seq, prev_digest, digest
 
@@ -230,7 +317,7 @@ def _append_audit_event_text(db: BaseDatabaseWrapper) -> str:
     given = ", ".join(AUDIT_GIVEN)
     values = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
     event, account = table(db, AuditEvent), table(db, Account)
-    if _one_statement_append(db):
+    if _writes_in_with(db):
         return (
             f"WITH head AS (SELECT audit_seq + 1 AS seq, audit_head AS prev_digest "
             f"FROM {account} WHERE id = %(account_id)s FOR UPDATE), "

@@ -92,6 +92,13 @@ def audit_record_queries() -> int:
     return 1 if connection.vendor == "postgresql" else 2
 
 
+def replace_fields_queries() -> int:
+    """A replacing store moves the service's row to its next generation, deletes the fields
+    whose keyName is not in the new set and writes over or inserts the others: one statement
+    on PostgreSQL (writes in a WITH clause), three on SQLite."""
+    return 1 if connection.vendor == "postgresql" else 3
+
+
 def audit_change_queries() -> int:
     """The audit of a change: lock the head first (PostgreSQL: SELECT ... FOR UPDATE; SQLite:
     no statement, the IMMEDIATE transaction holds the lock), then append the event (one

@@ -67,6 +67,21 @@ class TestStore:
         assert service.generation == 2
         assert CredentialField.objects.filter(connected_service=service).count() == 1
 
+    def test_a_replacement_keeps_the_rows_of_the_keynames_that_stay(self, alice_api, alice):
+        """Fields whose keyName stays are written over in place (no new row, no new index
+        entry); the others are deleted or inserted."""
+        alice_api.store("custom", creds(a="1", b="2", c="3"))
+        service = ConnectedService.objects.get(account=alice, service="custom")
+        kept = dict(service.fields.values_list("key_name", "id"))
+        assert alice_api.store("custom", creds(b="new-b", c="new-c", d="new-d")).status_code == 200
+        service.refresh_from_db()
+        assert service.generation == 2
+        assert stored_values(service) == {"b": "new-b", "c": "new-c", "d": "new-d"}
+        now = dict(service.fields.values_list("key_name", "id"))
+        assert now["b"] == kept["b"]
+        assert now["c"] == kept["c"]
+        assert now["d"] not in kept.values()
+
     def test_replacing_updates_connected_at(self, alice_api):
         first = alice_api.store("custom", creds(api_key="1")).json()["connectedAt"]
         second = alice_api.store("custom", creds(api_key="2")).json()["connectedAt"]

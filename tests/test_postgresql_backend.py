@@ -1,18 +1,22 @@
-"""The PostgreSQL backend's settings that the hot paths rely on (credvault/postgresql/base.py,
-credvault/settings.py): prepared statements, and timestamps parsed by psycopg's own loader."""
+"""What the hot paths rely on from PostgreSQL (credvault/postgresql/base.py, credvault/settings.py,
+services/sql.py): prepared statements, timestamps parsed by psycopg's own loader, and the
+locks a store takes in one statement."""
 
 from __future__ import annotations
 
 import importlib.util
 from datetime import UTC, datetime, timedelta, timezone
 
+import psycopg
+import psycopg.sql
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from psycopg import pq
 
 from credvault.postgresql.base import UTCTimestamptzLoader
-from services import sql, tokens
-from services.models import ApiToken
+from services import audit, sql, tokens
+from services.audit import AuditContext
+from services.models import Account, ApiToken, ConnectedService
 
 pytestmark = pytest.mark.django_db
 
@@ -73,3 +77,50 @@ def test_timestamps_read_back_as_written_in_utc(alice_account_and_token, moment)
     assert read.isoformat() == moment.astimezone(UTC).isoformat()
     rows = sql.fetch(sql.account_token, ["d" * 64])
     assert rows[0][4] == moment
+
+
+def _lockable_elsewhere(table: str, pk: int) -> bool:
+    """Whether another connection can lock the row now (NOWAIT)."""
+    db = connection.settings_dict
+    with psycopg.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or 5432,
+        user=db["USER"],
+        dbname=db["NAME"],
+        autocommit=True,
+    ) as other:
+        try:
+            other.execute(
+                psycopg.sql.SQL("SELECT id FROM {} WHERE id = %s FOR UPDATE NOWAIT").format(
+                    psycopg.sql.Identifier(table)
+                ),
+                [pk],
+            )
+        except psycopg.errors.LockNotAvailable:
+            return False
+    return True
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("connected", [True, False])
+def test_a_stores_first_statement_locks_the_head_and_the_service(
+    alice_account_and_token, connected
+):
+    """The store's find takes the audit head's lock in the same statement (sql.py), so the
+    store needs no statement of its own for it."""
+    account, _ = alice_account_and_token
+    service = ConnectedService.objects.create(
+        account=account, service="github", key_type="api_key", connected_at=datetime.now(UTC)
+    )
+    name = "github" if connected else "not-yet"
+    with transaction.atomic():
+        head, rows = audit.lock_head_reading(
+            AuditContext.for_command(account.pk),
+            sql.find_service_locking_head,
+            [account.pk, name],
+        )
+        assert head.account_id == account.pk
+        assert rows == ([(service.pk, 1)] if connected else [])
+        assert not _lockable_elsewhere(Account._meta.db_table, account.pk)
+        assert _lockable_elsewhere(ConnectedService._meta.db_table, service.pk) is not connected
+    assert _lockable_elsewhere(Account._meta.db_table, account.pk)

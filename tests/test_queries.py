@@ -2,7 +2,8 @@
 
 Every request also appends its audit event: one statement on PostgreSQL, two on SQLite
 (`tests.support.audit_record_queries`). A change locks the account's chain head first and
-appends at its end, in its own transaction (`audit_change_queries`).
+appends at its end, in its own transaction (`audit_change_queries`); a store takes the head's
+lock in the statement that finds its service.
 
 The token fixtures were used a moment ago, so no request here also writes last_used_at.
 The test database runs each test in a transaction, so every `atomic()` of the code shows up
@@ -13,7 +14,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import audit_change_queries, audit_record_queries, creds
+from tests.support import (
+    audit_change_queries,
+    audit_record_queries,
+    creds,
+    replace_fields_queries,
+)
 
 
 @pytest.fixture
@@ -49,10 +55,11 @@ def test_storing_a_new_service_is_constant(
 ):
     with_services(existing)
     values = {f"field_{i}": "v" for i in range(fields)}
-    with django_assert_num_queries(7 + audit_change_queries()):
+    with django_assert_num_queries(7 + audit_record_queries()):
         # 1. SELECT the token by digest, joined to its account
-        # 2. SAVEPOINT, then lock the audit head (orders every change of the account)
-        # 3. SELECT the service FOR UPDATE (none yet)
+        # 2. SAVEPOINT
+        # 3. SELECT the service FOR UPDATE (none yet), after locking the audit head (it
+        #    orders every change of the account) in the same statement on PostgreSQL
         # 4. SELECT COUNT of the account's services (the limit)
         # 5. INSERT the service
         # 6. INSERT every field at once
@@ -69,15 +76,16 @@ def test_replacing_a_service_is_constant(
 ):
     with_services(existing)
     values = {f"field_{i}": "v" for i in range(fields)}
-    with django_assert_num_queries(7 + audit_change_queries()):
+    with django_assert_num_queries(4 + replace_fields_queries() + audit_record_queries()):
         # 1. SELECT the token by digest, joined to its account
-        # 2. SAVEPOINT, then lock the audit head (orders every change of the account)
-        # 3. SELECT the service FOR UPDATE
-        # 4. DELETE its earlier fields
-        # 5. UPDATE the service (generation, keyType, connectedAt)
-        # 6. INSERT every new field at once
+        # 2. SAVEPOINT
+        # 3. SELECT the service FOR UPDATE, after locking the audit head (it orders every
+        #    change of the account) in the same statement on PostgreSQL
+        # then the replacement: move the service to its next generation, DELETE the fields
+        # whose keyName is gone, write over or INSERT the others (one statement on
+        # PostgreSQL, three on SQLite)
         # then append the audit event, and
-        # 7. RELEASE SAVEPOINT
+        # 4. RELEASE SAVEPOINT
         response = alice_api.store("svc-0000", creds(**values))
     assert response.status_code == 200
 

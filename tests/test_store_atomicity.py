@@ -57,8 +57,8 @@ class TestFaults:
 
         monkeypatch.setattr(KeyRing, "seal", seal)
 
-    def test_fault_after_the_old_fields_are_deleted(self, alice_api, earlier, monkeypatch):
-        # The first seal of a replacement runs after the earlier fields were deleted.
+    def test_fault_after_the_service_row_is_locked(self, alice_api, earlier, monkeypatch):
+        # The first seal of a replacement runs once the service's row is locked and read.
         self._fail_on_seal(monkeypatch, 1)
         response = alice_api.store("custom", creds(x="new1", y="new2", z="new3"))
         assert_problem(response, 500, "internal_error")
@@ -71,11 +71,14 @@ class TestFaults:
         assert snapshot() == earlier
         assert opened_set(ConnectedService.objects.get()) == {"a": "1", "b": "2", "c": "3"}
 
-    def test_fault_while_inserting_the_new_fields(self, alice_api, earlier, monkeypatch):
-        def refuse(*args, **kwargs):
+    def test_fault_while_writing_the_new_fields(self, alice_api, earlier, monkeypatch):
+        real = connections.sql.replace_fields
+
+        def replace_then_fail(*args, **kwargs):
+            real(*args, **kwargs)  # the new set is written, then the transaction fails
             raise RuntimeError("injected fault")
 
-        monkeypatch.setattr(connections, "_insert_fields", refuse)
+        monkeypatch.setattr(connections.sql, "replace_fields", replace_then_fail)
         assert_problem(alice_api.store("custom", creds(x="1")), 500, "internal_error")
         assert snapshot() == earlier
 
