@@ -121,27 +121,31 @@ def _find_service_locking_head(db: BaseDatabaseWrapper) -> str:
 # account's audit head. On PostgreSQL one statement takes both locks, in that order.
 find_service_locking_head = _per_vendor(_find_service_locking_head)
 
-_FIELD_COLUMNS = "(connected_service_id, key_name, key_id, ciphertext)"
-
-
-def _field_values(count: int) -> str:
-    return ", ".join(["(%s, %s, %s, %s)"] * count)
-
 
 def field_params(service_id: int, rows: Sequence[tuple[str, str, bytes]]) -> list:
-    """The parameters of `count` fields' VALUES: (keyName, key id, ciphertext) rows."""
+    """The parameters of the fields' VALUES, from (keyName, key id, ciphertext) rows."""
     return [item for name, key_id, blob in rows for item in (service_id, name, key_id, blob)]
+
+
+def _insert_fields_text(db: BaseDatabaseWrapper, count: int) -> str:
+    values = ", ".join(["(%s, %s, %s, %s)"] * count)
+    return (
+        f"INSERT INTO {table(db, CredentialField)} "
+        f"(connected_service_id, key_name, key_id, ciphertext) VALUES {values}"
+    )
+
+
+def _move_service_text(db: BaseDatabaseWrapper) -> str:
+    return (
+        f"UPDATE {table(db, ConnectedService)} SET generation = %s, key_type = %s, "
+        "connected_at = %s WHERE id = %s"
+    )
 
 
 @lru_cache(maxsize=64)
 def insert_fields(count: int) -> Statement:
     """An INSERT of `count` credential fields at once."""
-    return _per_vendor(
-        lambda db: (
-            f"INSERT INTO {table(db, CredentialField)} {_FIELD_COLUMNS} "
-            f"VALUES {_field_values(count)}"
-        )
-    )
+    return _per_vendor(lambda db: _insert_fields_text(db, count))
 
 
 # A replacement writes over the fields whose keyName stays, rather than deleting and
@@ -162,12 +166,10 @@ def _replace_fields(count: int) -> Statement:
     touch different rows, so their order does not matter."""
     return _per_vendor(
         lambda db: (
-            f"WITH moved AS (UPDATE {table(db, ConnectedService)} SET generation = %s, "
-            "key_type = %s, connected_at = %s WHERE id = %s), "
+            f"WITH moved AS ({_move_service_text(db)}), "
             f"cleared AS (DELETE FROM {table(db, CredentialField)} "
             "WHERE connected_service_id = %s AND NOT key_name = ANY(%s)) "
-            f"INSERT INTO {table(db, CredentialField)} {_FIELD_COLUMNS} "
-            f"VALUES {_field_values(count)}{_UPSERT}"
+            f"{_insert_fields_text(db, count)}{_UPSERT}"
         )
     )
 
@@ -184,20 +186,10 @@ def _clear_other_fields(count: int) -> Statement:
 
 @lru_cache(maxsize=64)
 def _upsert_fields(count: int) -> Statement:
-    return _per_vendor(
-        lambda db: (
-            f"INSERT INTO {table(db, CredentialField)} {_FIELD_COLUMNS} "
-            f"VALUES {_field_values(count)}{_UPSERT}"
-        )
-    )
+    return _per_vendor(lambda db: _insert_fields_text(db, count) + _UPSERT)
 
 
-move_service = _per_vendor(
-    lambda db: (
-        f"UPDATE {table(db, ConnectedService)} SET generation = %s, key_type = %s, "
-        "connected_at = %s WHERE id = %s"
-    )
-)
+move_service = _per_vendor(_move_service_text)
 
 
 def replace_fields(
