@@ -5,10 +5,10 @@ settings (DEBUG off, 2 sync workers), and load it from a separate process (wrk w
 else a Python load generator) in interleaved rounds: the baseline `/healthz` (a plain Django
 view), list with 10 and with 100 services, store of a 3-field set, the agent read, and test of
 a custom service (`no_verifier`). Each endpoint is measured right after a baseline of its own;
-prints rps, p50 and p99 as ratios to that baseline, the server's CPU per request, each
-worker's memory and the non-2xx count; then the growth tables (list with 10/100/1,000
-services, store with 1/10/20 fields, token lookup with 10 and 100,000 tokens) and the
-targets. The figures are measurements, not tests.
+prints rps, p50 and p99 as ratios to that baseline, the server's CPU per request (the
+workers', and PostgreSQL's own processes'), each worker's memory and the non-2xx count; then
+the growth tables (list with 10/100/1,000 services, store with 1/10/20 fields, token lookup
+with 10 and 100,000 tokens) and the targets. The figures are measurements, not tests.
 """
 
 from __future__ import annotations
@@ -144,6 +144,7 @@ class Result:
     non_2xx: int
     errors: int
     cpu_ms: float = 0.0
+    db_cpu_ms: float = 0.0  # PostgreSQL's processes, on the same cores
 
 
 def _wrk_script(endpoint: Endpoint) -> Path:
@@ -269,12 +270,27 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def database_pids() -> list[int]:
+    """The local PostgreSQL server's processes (none for SQLite, which runs in the workers)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
 def measure(server: Gunicorn, endpoint: Endpoint, connections: int, seconds: float) -> Result:
     pids = [server.process.pid, *server.worker_pids()]
-    before = cpu_seconds(pids)
+    db_pids = database_pids()
+    before, db_before = cpu_seconds(pids), cpu_seconds(db_pids)
     result = load(server.url, endpoint, connections, seconds)
-    used = cpu_seconds(pids) - before
-    result.cpu_ms = used * 1000 / max(1, result.requests)
+    requests = max(1, result.requests)
+    result.cpu_ms = (cpu_seconds(pids) - before) * 1000 / requests
+    result.db_cpu_ms = (cpu_seconds(db_pids) - db_before) * 1000 / requests
     return result
 
 
@@ -357,6 +373,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
                     "p99/base",
                     "cpu ms/req",
                     "base cpu",
+                    *(["db cpu ms/req"] if backend == "postgres" else []),
                     "non-2xx",
                 ]
             ]
@@ -372,6 +389,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
                         f"{r.p99 / base.p99:.1f}x",
                         f"{r.cpu_ms:.2f}",
                         f"{base.cpu_ms:.2f}",
+                        *([f"{r.db_cpu_ms:.2f}"] if backend == "postgres" else []),
                         str(r.non_2xx + r.errors + base.non_2xx + base.errors),
                     ]
                 )
