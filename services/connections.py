@@ -142,7 +142,7 @@ def _store_once(
             place = Place(account.pk, credentials.service, key_name, connected.generation)
             rows.append((key_name, *ring.seal(value, place)))
         if created:
-            sql.execute(sql.insert_fields(len(rows)), sql.field_params(connected.pk, rows))
+            sql.insert_fields(connected.pk, rows)
         else:
             sql.replace_fields(
                 connected.pk,

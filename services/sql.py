@@ -122,7 +122,7 @@ def _find_service_locking_head(db: BaseDatabaseWrapper) -> str:
 find_service_locking_head = _per_vendor(_find_service_locking_head)
 
 
-def field_params(service_id: int, rows: Sequence[tuple[str, str, bytes]]) -> list:
+def _field_params(service_id: int, rows: Sequence[tuple[str, str, bytes]]) -> list:
     """The parameters of the fields' VALUES, from (keyName, key id, ciphertext) rows."""
     return [item for name, key_id, blob in rows for item in (service_id, name, key_id, blob)]
 
@@ -143,9 +143,13 @@ def _move_service_text(db: BaseDatabaseWrapper) -> str:
 
 
 @lru_cache(maxsize=64)
-def insert_fields(count: int) -> Statement:
-    """An INSERT of `count` credential fields at once."""
+def _insert_fields(count: int) -> Statement:
     return _per_vendor(lambda db: _insert_fields_text(db, count))
+
+
+def insert_fields(service_id: int, rows: Sequence[tuple[str, str, bytes]]) -> None:
+    """A new service's whole set, `rows` (keyName, key id, ciphertext), in one INSERT."""
+    execute(_insert_fields(len(rows)), _field_params(service_id, rows))
 
 
 # A replacement writes over the fields whose keyName stays, rather than deleting and
@@ -189,7 +193,7 @@ def _upsert_fields(count: int) -> Statement:
     return _per_vendor(lambda db: _insert_fields_text(db, count) + _UPSERT)
 
 
-move_service = _per_vendor(_move_service_text)
+_move_service = _per_vendor(_move_service_text)
 
 
 def replace_fields(
@@ -206,13 +210,13 @@ def replace_fields(
     db = connections[DEFAULT_DB_ALIAS]
     moved = [generation, key_type, db.ops.adapt_datetimefield_value(connected_at), service_id]
     names = [name for name, _, _ in rows]
-    values = field_params(service_id, rows)
+    values = _field_params(service_id, rows)
     with db.cursor() as cursor:
         if _writes_in_with(db):
             cursor.execute(_replace_fields(len(rows))(db), [*moved, service_id, names, *values])
             return
         cursor.execute(_clear_other_fields(len(rows))(db), [service_id, *names])
-        cursor.execute(move_service(db), moved)
+        cursor.execute(_move_service(db), moved)
         cursor.execute(_upsert_fields(len(rows))(db), values)
 
 
