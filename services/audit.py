@@ -16,7 +16,8 @@ A change takes the account row's lock first (`lock_head`) and appends its event 
 same transaction (`append`), so that a change and its event commit together or not at all.
 The database reads the head, counts the seq and computes the digest as it inserts the event
 (`sql.append_audit_event`): PostgreSQL's `sha256()`, or the `SHA256()` Django registers on
-SQLite connections. `verify_chain` recomputes every digest here, in Python.
+SQLite connections. The same statement moves the head: in a WITH clause on PostgreSQL, by
+a trigger on SQLite (migration 0005). `verify_chain` recomputes every digest here, in Python.
 """
 
 from __future__ import annotations
@@ -25,11 +26,9 @@ import hashlib
 import hmac
 import json
 from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
 from django.utils import timezone
 
 from services import sql
@@ -155,8 +154,8 @@ def _write(
     """Write the account's next event and move its head; the database reads the head, counts
     the seq and hashes (`sql.append_audit_event`), so Python never holds a stale head.
 
-    On PostgreSQL one statement, which takes the head's lock itself; on SQLite two (insert the
-    event, move the head), inside a write transaction.
+    One statement: on PostgreSQL it takes the head's lock itself; on SQLite the writer holds
+    the database, and a trigger moves the head as the event is inserted.
     """
     event = NewEvent(
         account_id=context.account_id,
@@ -205,14 +204,9 @@ def record(
     service: str = "",
     target: str = "",
 ) -> NewEvent:
-    """Append the event of a request that changes nothing: on PostgreSQL one statement,
-    atomic by itself; on SQLite two, in a write transaction.
-
-    Inside a transaction it takes no savepoint, so a failure here undoes that transaction.
-    """
-    # On SQLite the append's two statements need a write transaction of their own.
-    atomic = nullcontext() if sql.appends_atomically() else transaction.atomic(savepoint=False)
-    with atomic:
+    """Append the event of a request that changes nothing, outside any transaction: one
+    statement, atomic by itself (on SQLite queued on the writers' lock first)."""
+    with sql.single_write():
         return _write(
             context, action=action, outcome=outcome, status=status, service=service, target=target
         )

@@ -5,12 +5,13 @@ statements (measured: see BENCHMARKS.md). The hot ones are therefore written onc
 database vendor, from the models' metadata: the token lookup, the list of services, the agent
 read, the replacement of a set and the audit append. Only quoted table and column names ever
 go into the text; every value is bound as a parameter. This module is the only place that
-builds SQL text.
+builds SQL text, but for the SQLite trigger that moves the audit head (migration 0005).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -252,9 +253,6 @@ AUDIT_GIVEN = (
 lock_audit_head = _per_vendor(
     lambda db: f"SELECT id FROM {table(db, Account)} WHERE id = %s FOR UPDATE"
 )
-move_audit_head = _per_vendor(
-    lambda db: f"UPDATE {table(db, Account)} SET audit_seq = %s, audit_head = %s WHERE id = %s"
-)
 
 
 def locks_rows() -> bool:
@@ -263,15 +261,19 @@ def locks_rows() -> bool:
     return connections[DEFAULT_DB_ALIAS].features.has_select_for_update
 
 
-def appends_atomically() -> bool:
-    """PostgreSQL appends an audit event in one statement, atomic by itself; SQLite in two,
-    which must run inside a write transaction."""
-    return _writes_in_with(connections[DEFAULT_DB_ALIAS])
+def single_write() -> AbstractContextManager:
+    """Around one write statement outside a transaction: on SQLite it queues on the writers'
+    lock, as a transaction does (credvault/sqlite/base.py); PostgreSQL's row locks need
+    nothing. Inside a transaction, which holds that lock already, it does nothing."""
+    db = connections[DEFAULT_DB_ALIAS]
+    writer_lock = getattr(db, "single_write", None)
+    return writer_lock() if writer_lock is not None else nullcontext()
 
 
 def _writes_in_with(db: BaseDatabaseWrapper) -> bool:
     """Whether the database runs writes inside a WITH clause (PostgreSQL does; SQLite does
-    not), so that several writes make one statement: the audit append, `replace_fields`."""
+    not), so that several writes make one statement: `replace_fields`, and the audit append
+    (which a trigger makes one statement on SQLite)."""
     return db.vendor == "postgresql"
 
 
@@ -283,8 +285,8 @@ def append_audit_event(given: dict, canonical_before: str, canonical_after: str)
         digest = sha256(prev_digest || "\\n" || canonical_before || seq || canonical_after)
 
     `given` holds AUDIT_GIVEN; `canonical_before` and `canonical_after` are the event's
-    canonical form around its seq (services/audit.py). PostgreSQL does it all in one
-    statement; SQLite inserts, then moves the head, and must be in a write transaction.
+    canonical form around its seq (services/audit.py). One statement, atomic by itself, on
+    both databases; outside a transaction, run it inside `single_write()`.
     """
     db = connections[DEFAULT_DB_ALIAS]
     params = {
@@ -296,8 +298,6 @@ def append_audit_event(given: dict, canonical_before: str, canonical_after: str)
     with db.cursor() as cursor:
         cursor.execute(_append_audit_event(db), params)
         [(seq, prev_digest, digest)] = cursor.fetchall()
-        if not _writes_in_with(db):
-            cursor.execute(move_audit_head(db), [seq, digest, given["account_id"]])
     return seq, prev_digest, digest
 
 
@@ -307,8 +307,8 @@ def _append_audit_event_text(db: BaseDatabaseWrapper) -> str:
     PostgreSQL (`sha256()` is built in) does it all in one statement, atomic by itself: the
     `head` CTE reads the row under its lock, so it is the last committed head even after a
     wait, and it is referenced twice, so it runs once and both writes use the same values.
-    SQLite (Django registers SHA256() on every connection) only inserts; the head is moved
-    after it (`move_audit_head`), in the same write transaction.
+    SQLite (Django registers SHA256() on every connection) only inserts: the trigger of
+    migration 0005 moves the head within the same statement.
     """
     given = ", ".join(AUDIT_GIVEN)
     values = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)

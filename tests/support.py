@@ -87,9 +87,9 @@ def elapsed(start: float) -> float:
 
 
 def audit_record_queries() -> int:
-    """The audit event of a request that changes nothing: on PostgreSQL one statement (lock
-    the head, hash, insert, move the head); on SQLite INSERT the event, UPDATE the head."""
-    return 1 if connection.vendor == "postgresql" else 2
+    """The audit event of a request that changes nothing: one statement on both databases
+    (lock the head, hash, insert, move the head: on SQLite a trigger moves the head)."""
+    return 1
 
 
 def replace_fields_queries() -> int:
@@ -102,5 +102,5 @@ def replace_fields_queries() -> int:
 def audit_change_queries() -> int:
     """The audit of a change: lock the head first (PostgreSQL: SELECT ... FOR UPDATE; SQLite:
     no statement, the IMMEDIATE transaction holds the lock), then append the event (one
-    statement on PostgreSQL, two on SQLite). Two either way."""
-    return 2
+    statement)."""
+    return 2 if connection.vendor == "postgresql" else 1

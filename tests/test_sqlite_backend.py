@@ -9,6 +9,9 @@ import pytest
 from django.db import OperationalError, connection, transaction
 
 from credvault.sqlite.base import writer_lock_path
+from services import audit, sql
+from services.accounts import create_account
+from services.models import Account, AuditAction, AuditEvent, AuditOutcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,3 +98,41 @@ def test_an_unopenable_lock_file_is_a_database_error(monkeypatch):
     )
     with pytest.raises(OperationalError, match="writer lock"), transaction.atomic():
         pass
+
+
+def test_a_single_write_holds_the_lock_for_its_statement(lock_path):
+    with connection.single_write():
+        assert held_elsewhere(lock_path)
+    assert not held_elsewhere(lock_path)
+    with transaction.atomic():
+        with connection.single_write():  # the transaction holds it already
+            assert held_elsewhere(lock_path)
+        assert held_elsewhere(lock_path)  # and keeps it until it ends
+    assert not held_elsewhere(lock_path)
+
+
+def test_a_reads_event_is_one_statement_under_the_lock(lock_path, monkeypatch):
+    account = create_account(name="reader")
+    seen = []
+    append = sql.append_audit_event
+
+    def spy(*args):
+        seen.append((held_elsewhere(lock_path), connection.get_autocommit()))
+        return append(*args)
+
+    monkeypatch.setattr(sql, "append_audit_event", spy)
+    for _ in range(2):
+        event = audit.record(
+            audit.AuditContext.for_command(account.pk),
+            action=AuditAction.SERVICES_LIST,
+            outcome=AuditOutcome.SUCCESS,
+            status=200,
+        )
+    # Queued on the writers' lock, outside a transaction: the statement commits by itself.
+    assert seen == [(True, True), (True, True)]
+    assert not held_elsewhere(lock_path)
+    # The trigger moved the head as the event was inserted.
+    account = Account.objects.get(pk=account.pk)
+    assert (account.audit_seq, account.audit_head) == (2, event.digest)
+    assert AuditEvent.objects.get(account=account, seq=2).digest == event.digest
+    assert audit.verify_chain(account) == (2, None)

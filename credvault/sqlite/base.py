@@ -7,7 +7,8 @@ under a millisecond, so the waiting worker sleeps through several of them while 
 waits (measured: BENCHMARKS.md).
 
 Here a transaction first takes an exclusive `flock()` on a file beside the database, then runs
-`BEGIN IMMEDIATE`; it lets go after its COMMIT or ROLLBACK. The kernel wakes the next writer
+`BEGIN IMMEDIATE`; it lets go after its COMMIT or ROLLBACK. A single write statement outside
+a transaction (a read's audit event) takes it around the statement (`single_write`). The kernel wakes the next writer
 the moment the lock is let go. Readers take no lock: WAL lets them read beside the writer.
 A process that dies lets go of its lock with it. A program that writes the same database
 without this lock (the sqlite3 shell, say) is still waited for by SQLite's busy timeout.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 
 from django.db.backends.sqlite3 import base, creation
 from django.db.utils import OperationalError
@@ -58,6 +60,20 @@ class DatabaseWrapper(base.DatabaseWrapper):
         fd, self._writer_lock = self._writer_lock, None
         if fd is not None:
             os.close(fd)  # closing the descriptor lets go of its lock
+
+    @contextlib.contextmanager
+    def single_write(self) -> Iterator[None]:
+        """One write statement in autocommit mode, queued on the writer lock like a
+        transaction: SQLite commits the statement by itself before the lock is let go.
+        Inside a transaction, which holds the lock already, nothing to do."""
+        if not self.get_autocommit():
+            yield
+            return
+        self._take_writer_lock()
+        try:
+            yield
+        finally:
+            self._let_go_writer_lock()
 
     def _start_transaction_under_autocommit(self) -> None:
         self._take_writer_lock()
