@@ -8,10 +8,11 @@ waits (measured: BENCHMARKS.md).
 
 Here a transaction first takes an exclusive `flock()` on a file beside the database, then runs
 `BEGIN IMMEDIATE`; it lets go after its COMMIT or ROLLBACK. A single write statement outside
-a transaction (a read's audit event) takes it around the statement (`single_write`). The kernel wakes the next writer
-the moment the lock is let go. Readers take no lock: WAL lets them read beside the writer.
-A process that dies lets go of its lock with it. A program that writes the same database
-without this lock (the sqlite3 shell, say) is still waited for by SQLite's busy timeout.
+a transaction (a read's audit event) takes it around the statement (`single_write`). The
+kernel wakes the next writer the moment the lock is let go. Readers take no lock: WAL lets
+them read beside the writer. A process that dies lets go of its lock with it. A program that
+writes the same database without this lock (the sqlite3 shell, say) is still waited for by
+SQLite's busy timeout.
 """
 
 from __future__ import annotations
