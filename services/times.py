@@ -1,8 +1,9 @@
 """The one text form of a moment in credvault: RFC 3339 in UTC, with microseconds and `Z`.
 
 API bodies and the audit chain's canonical form both use it, so it must never change: an
-event's digest covers this text. `isoformat` is used because it is several times cheaper than
-`strftime`, and a list of 100 services formats 100 of them.
+event's digest covers this text (`tests/test_properties.py` holds it to the `strftime` form
+the chain was built on). It is formatted from the fields with `%`, about twice as fast as
+`isoformat` and several times faster than `strftime`: a list of 100 services formats 100.
 """
 
 from __future__ import annotations
@@ -14,4 +15,12 @@ def rfc3339(moment: datetime) -> str:
     """`2026-11-21T07:10:02.123456Z` for any aware datetime."""
     if moment.utcoffset():
         moment = moment.astimezone(UTC)
-    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (  # noqa: UP031 (measured faster)
+        moment.year,
+        moment.month,
+        moment.day,
+        moment.hour,
+        moment.minute,
+        moment.second,
+        moment.microsecond,
+    )
