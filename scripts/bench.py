@@ -4,8 +4,8 @@ For SQLite and PostgreSQL in turn: seed a fresh database, start gunicorn with pr
 settings (DEBUG off, 2 sync workers), and load it from a separate process (wrk when installed,
 else a Python load generator) in interleaved rounds: the baseline `/healthz` (a plain Django
 view), list with 10 and with 100 services, store of a 3-field set, the agent read, and test of
-a custom service (`no_verifier`). Each endpoint is measured right after a baseline of its own;
-prints rps, p50 and p99 as ratios to that baseline, the server's CPU per request (the
+a custom service (`no_verifier`). Each endpoint is measured between two baselines; prints
+rps, p50 and p99 as ratios to their mean, the server's CPU per request (the
 workers', and PostgreSQL's own processes'), each worker's memory and the non-2xx count; then
 the growth tables (list with 10/100/1,000 services, store with 1/10/20 fields, token lookup
 with 10 and 100,000 tokens) and the targets. The figures are measurements, not tests.
@@ -294,6 +294,21 @@ def measure(server: Gunicorn, endpoint: Endpoint, connections: int, seconds: flo
     return result
 
 
+def bracketing(before: Result, after: Result) -> Result:
+    """The baseline around an endpoint's measurement: the mean of the one before and the one
+    after it (their rates, latencies and CPU per request; their non-2xx counts added)."""
+    return Result(
+        requests=before.requests + after.requests,
+        rps=(before.rps + after.rps) / 2,
+        p50=(before.p50 + after.p50) / 2,
+        p99=(before.p99 + after.p99) / 2,
+        non_2xx=before.non_2xx + after.non_2xx,
+        errors=before.errors + after.errors,
+        cpu_ms=(before.cpu_ms + after.cpu_ms) / 2,
+        db_cpu_ms=(before.db_cpu_ms + after.db_cpu_ms) / 2,
+    )
+
+
 # --- the run -----------------------------------------------------------------------------------
 
 
@@ -352,15 +367,22 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
         eps = endpoints(tokens)
         for endpoint in eps:  # warm up each worker and path
             load(server.url, endpoint, 4, 1)
-        # Each endpoint is measured right after a baseline of its own, and its ratios are to
-        # that baseline: the machine's load drifts within a round, and a pair 5 s apart sees
-        # the same load.
+        # Each endpoint is measured between two baselines, and its ratios are to their mean:
+        # the machine's speed drifts within a round, by 10% and more over a minute, and the
+        # two baselines 5 s either side see the drift on both sides of it. Neighbouring
+        # endpoints share the baseline between them.
         rounds: list[dict[str, tuple[Result, Result]]] = []
+        baselines: list[Result] = []
         for number in range(args.rounds):
             results = {}
+            before = measure(server, eps[0], 16, args.seconds)
+            baselines.append(before)
             for ep in eps[1:]:
-                base = measure(server, eps[0], 16, args.seconds)
-                results[ep.name] = (measure(server, ep, 16, args.seconds), base)
+                result = measure(server, ep, 16, args.seconds)
+                after = measure(server, eps[0], 16, args.seconds)
+                baselines.append(after)
+                results[ep.name] = (result, bracketing(before, after))
+                before = after
             rounds.append(results)
             rows = [
                 [
@@ -412,7 +434,8 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
                 rnd[name][0].p99 / rnd[name][1].p99 for rnd in rounds
             )
         summary["non_2xx"] += sum(
-            r.non_2xx + r.errors for rnd in rounds for pair in rnd.values() for r in pair
+            r.non_2xx + r.errors
+            for r in [*baselines, *(pair[0] for rnd in rounds for pair in rnd.values())]
         )
         memory = [f"{rss_mb(pid):.0f} MB" for pid in server.worker_pids()]
         print(f"\nworker memory (RSS): {', '.join(memory)}")
@@ -460,7 +483,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--backend", choices=[*BACKENDS, "all"], default="all")
     args = parser.parse_args()
