@@ -204,8 +204,9 @@ def record(
     service: str = "",
     target: str = "",
 ) -> NewEvent:
-    """Append the event of a request that changes nothing, outside any transaction: one
-    statement, atomic by itself (on SQLite queued on the writers' lock first)."""
+    """Append the event of a request that changes nothing: one statement, atomic by itself,
+    queued on SQLite's writers' lock first. Inside a transaction (a test's, say) it is part
+    of that transaction, which holds the lock already."""
     with sql.single_write():
         return _write(
             context, action=action, outcome=outcome, status=status, service=service, target=target

@@ -7,7 +7,7 @@ atomically, and a read's event is one autocommitted statement (measured: BENCHMA
 
 A migration that rebuilds the events table on SQLite (Django's schema editor copies a table
 into a new one for many changes) drops the trigger with the old table: such a migration must
-create it again. `tests/test_audit.py` fails without it.
+create it again. `tests/test_sqlite_backend.py` and the audit tests fail without it.
 """
 
 from django.db import migrations
