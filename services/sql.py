@@ -106,7 +106,7 @@ list_services = _per_vendor(
 
 def _find_service_locking_head(db: BaseDatabaseWrapper) -> str:
     services = table(db, ConnectedService)
-    if not db.features.has_select_for_update:
+    if not _locks_rows(db):
         # SQLite: the IMMEDIATE transaction holds the database's write lock already.
         return f"SELECT id, generation FROM {services} WHERE account_id = %s AND service = %s"
     # The head's lock is taken first: the subquery's value is computed before the services
@@ -258,7 +258,11 @@ lock_audit_head = _per_vendor(
 def locks_rows() -> bool:
     """PostgreSQL locks rows (`SELECT ... FOR UPDATE`); SQLite's IMMEDIATE transaction locks
     the whole database for its writer from the start."""
-    return connections[DEFAULT_DB_ALIAS].features.has_select_for_update
+    return _locks_rows(connections[DEFAULT_DB_ALIAS])
+
+
+def _locks_rows(db: BaseDatabaseWrapper) -> bool:
+    return db.features.has_select_for_update
 
 
 def single_write() -> AbstractContextManager:
