@@ -17,6 +17,7 @@ from services.crypto import DecryptionError, KeyRing, Place
 from services.exceptions import MalformedJSON, ProblemError
 from services.identifiers import SERVICE_PATTERN, InvalidIdentifier, normalize_service
 from services.masking import Secret
+from services.models import AuditAction, AuditOutcome
 from services.sql import as_datetime
 from services.times import rfc3339
 from tests.support import Api
@@ -202,25 +203,40 @@ json_text = st.text(max_size=40)
     service=json_text,
     target=json_text,
     request_id=st.one_of(json_text, st.just('"seq":0'), st.just('x","seq":0,"y')),
+    account_id=st.integers(1, 2**63 - 1),
+    status=st.integers(100, 599),
+    action=st.sampled_from(AuditAction),
+    outcome=st.sampled_from(AuditOutcome),
+    occurred_at=st.datetimes(timezones=st.just(UTC)),
 )
 def test_the_canonical_form_splits_around_its_seq(
-    seq, token_prefix, agent_name, service, target, request_id
+    seq,
+    token_prefix,
+    agent_name,
+    service,
+    target,
+    request_id,
+    account_id,
+    status,
+    action,
+    outcome,
+    occurred_at,
 ):
-    """PostgreSQL hashes `before + seq + after`: it must be the canonical form, whatever the
-    values hold (services/audit.py)."""
+    """The databases hash `before + seq + after`: it must be the canonical form, whatever the
+    values hold (services/audit.py writes it out field by field)."""
     from services.audit import NewEvent, canonical, canonical_around_seq
 
     event = NewEvent(
-        account_id=7,
+        account_id=account_id,
         seq=seq,
-        occurred_at=datetime(2026, 11, 21, 7, 0, 0, 123456, tzinfo=UTC),
+        occurred_at=occurred_at,
         token_prefix=token_prefix,
         agent_name=agent_name,
-        action="services.list",
+        action=action,
         service=service,
         target=target,
-        outcome="success",
-        status=200,
+        outcome=outcome,
+        status=status,
         request_id=request_id,
         prev_digest="0" * 64,
     )
