@@ -1,4 +1,5 @@
-"""The SQLite backend queues writers on a file lock (credvault/sqlite/base.py)."""
+"""The SQLite backend queues writers on a file lock, and converts each statement's parameter style
+once (credvault/sqlite/base.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import os
 
 import pytest
 from django.db import OperationalError, connection, transaction
+from django.db.backends.sqlite3.base import SQLiteCursorWrapper as DjangoCursor
 
-from credvault.sqlite.base import writer_lock_path
+from credvault.sqlite.base import converted_query, writer_lock_path
 from services import audit, sql
 from services.accounts import create_account
 from services.models import Account, AuditAction, AuditEvent, AuditOutcome
@@ -136,3 +138,38 @@ def test_a_reads_event_is_one_statement_under_the_lock(lock_path, monkeypatch):
     assert (account.audit_seq, account.audit_head) == (2, event.digest)
     assert AuditEvent.objects.get(account=account, seq=2).digest == event.digest
     assert audit.verify_chain(account) == (2, None)
+
+
+@pytest.fixture
+def sqlite() -> None:
+    if connection.vendor != "sqlite":
+        pytest.skip("the parameter style's conversion belongs to the SQLite backend")
+
+
+@pytest.mark.parametrize(
+    ("query", "params"),
+    [
+        ("SELECT %s, %s WHERE 'ab' LIKE 'a%%'", [1, 2]),
+        ("SELECT 1", []),
+        ("SELECT %(a)s, %(b)s, '%%'", {"a": 1, "b": 2}),
+        ("SELECT %(b)s", {"b": 1, "unused": 2}),
+    ],
+)
+def test_a_statement_is_converted_as_django_converts_it(sqlite, query, params):
+    connection.ensure_connection()
+    names = list(params) if isinstance(params, dict) else None
+    django_text = DjangoCursor(connection.connection).convert_query(query, param_names=names)
+    assert converted_query(query, None if names is None else tuple(names)) == django_text
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)  # SQLite accepts the converted text with these params
+        assert cursor.fetchall()
+
+
+def test_the_backend_converts_each_statement_once(sqlite):
+    query = "SELECT %s + 1"
+    with connection.cursor() as cursor:
+        cursor.execute(query, [1])
+        hits = converted_query.cache_info().hits
+        cursor.execute(query, [2])
+        assert cursor.fetchall() == [(3,)]
+    assert converted_query.cache_info().hits == hits + 1

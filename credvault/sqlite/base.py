@@ -21,9 +21,25 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
+from functools import lru_cache
 
 from django.db.backends.sqlite3 import base, creation
 from django.db.utils import OperationalError
+
+
+@lru_cache(maxsize=1024)
+def converted_query(query: str, param_names: tuple[str, ...] | None) -> str:
+    """Django's conversion of a statement to SQLite's parameter style (`%s` to `?`, `%(name)s`
+    to `:name`), done once per statement text: the same few statements run on every request,
+    and the regular expression cost more than looking its result up (BENCHMARKS.md)."""
+    if param_names is None:
+        return base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
+    return query % {name: f":{name}" for name in param_names}
+
+
+class SQLiteCursorWrapper(base.SQLiteCursorWrapper):
+    def convert_query(self, query: str, *, param_names: list[str] | None = None) -> str:
+        return converted_query(query, None if param_names is None else tuple(param_names))
 
 
 def writer_lock_path(database: str) -> str:
@@ -41,6 +57,9 @@ class DatabaseCreation(creation.DatabaseCreation):
 class DatabaseWrapper(base.DatabaseWrapper):
     creation_class = DatabaseCreation
     _writer_lock: int | None = None
+
+    def create_cursor(self, name=None):
+        return self.connection.cursor(factory=SQLiteCursorWrapper)
 
     def _take_writer_lock(self) -> None:
         if self.is_in_memory_db():
