@@ -26,6 +26,8 @@ from django.conf import settings
 from django.db.backends.postgresql import base
 from psycopg import adapt, pq
 
+from credvault.cursor import CursorWrapper
+
 _TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
 # The C loader of psycopg[binary] where installed; it cannot be subclassed.
 _PSYCOPG_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ, pq.Format.TEXT)
@@ -55,6 +57,9 @@ def _utc_adapters(template: adapt.AdaptersMap) -> adapt.AdaptersMap:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    def make_cursor(self, cursor):
+        return CursorWrapper(cursor, self)
+
     def get_connection_params(self) -> dict:
         params = super().get_connection_params()
         if settings.USE_TZ and self.timezone is UTC:

@@ -26,6 +26,8 @@ from functools import lru_cache
 from django.db.backends.sqlite3 import base, creation
 from django.db.utils import OperationalError
 
+from credvault.cursor import CursorWrapper
+
 
 @lru_cache(maxsize=1024)
 def converted_query(query: str, param_names: tuple[str, ...] | None) -> str:
@@ -60,6 +62,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def create_cursor(self, name=None):
         return self.connection.cursor(factory=SQLiteCursorWrapper)
+
+    def make_cursor(self, cursor):
+        return CursorWrapper(cursor, self)
 
     def _take_writer_lock(self) -> None:
         if self.is_in_memory_db():
