@@ -68,11 +68,16 @@ def _reject_constant(name: str) -> None:
     raise _NotStrict("NaN and Infinity are not JSON")
 
 
+# One decoder for every body: `json.loads` with these options builds a new one per call.
+_STRICT = json.JSONDecoder(object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
+
+
 def loads_strict(raw: bytes) -> Any:
-    """Parse strict JSON from UTF-8 bytes, or raise MalformedJSON (never RecursionError)."""
+    """Parse strict JSON from UTF-8 bytes, or raise MalformedJSON (never RecursionError).
+    A byte order mark is not JSON (RFC 8259): the decoder refuses it as any other text."""
     try:
         text = raw.decode("utf-8")
-        return json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
+        return _STRICT.decode(text)
     except UnicodeDecodeError:
         raise MalformedJSON("The body is not valid UTF-8.") from None
     except _NotStrict as exc:
