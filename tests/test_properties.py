@@ -242,3 +242,46 @@ def test_the_canonical_form_splits_around_its_seq(
     )
     before, after = canonical_around_seq(event)
     assert before + str(seq) + after == canonical(event)
+
+
+@FAST
+@given(
+    header=st.one_of(
+        st.text(alphabet=st.characters(max_codepoint=0xFF), max_size=80),
+        st.builds(
+            lambda scheme, gap, token: f"{scheme}{gap}{token}",
+            st.sampled_from(["Bearer", "bearer", "BEARER", "Basic", "Bearer\xa0x"]),
+            st.sampled_from([" ", "  ", "\t", "\xa0", "\x85", ""]),
+            st.text(alphabet=st.characters(max_codepoint=0xFF), max_size=60),
+        ),
+    )
+)
+def test_the_bearer_token_is_read_as_the_rest_framework_reads_the_header(header):
+    """`_bearer_token` reads the WSGI environment (a header's text is Latin-1 there), not
+    `request.headers`: the same bytes as the REST framework's `get_authorization_header`."""
+    from django.test import RequestFactory
+    from rest_framework.authentication import get_authorization_header
+    from rest_framework.request import Request
+
+    from services.api.authentication import _bearer_token
+
+    request = Request(RequestFactory().get("/", HTTP_AUTHORIZATION=header))
+    parts = get_authorization_header(request).split()
+    if not parts or parts[0].lower() != b"bearer":
+        expected = None
+    elif len(parts) != 2 or not parts[1].isascii():
+        expected = ""
+    else:
+        expected = parts[1].decode("ascii")
+    assert _bearer_token(request) == expected
+
+
+def test_reading_the_bearer_token_builds_no_dict_of_headers():
+    from django.test import RequestFactory
+    from rest_framework.request import Request
+
+    from services.api.authentication import _bearer_token
+
+    request = Request(RequestFactory().get("/", HTTP_AUTHORIZATION="Bearer abc"))
+    assert _bearer_token(request) == "abc"
+    assert "headers" not in request._request.__dict__

@@ -15,7 +15,8 @@ from datetime import timedelta
 
 from django.db.models import Q
 from django.utils import timezone
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework import HTTP_HEADER_ENCODING
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
@@ -34,8 +35,13 @@ class InvalidToken(AuthenticationFailed):
 
 
 def _bearer_token(request: Request) -> str | None:
-    """The token of an `Authorization: Bearer` header, '' when malformed, None when absent."""
-    header = get_authorization_header(request)
+    """The token of an `Authorization: Bearer` header, '' when malformed, None when absent.
+
+    The header's bytes, as the REST framework's `get_authorization_header` gives them; read
+    from the WSGI environment, not through `request.headers`, a dict of every header that
+    would be built for this alone on each request.
+    """
+    header = request.META.get("HTTP_AUTHORIZATION", "").encode(HTTP_HEADER_ENCODING)
     if not header:
         return None
     parts = header.split()
