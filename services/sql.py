@@ -78,7 +78,8 @@ def _per_vendor(build: Callable[[BaseDatabaseWrapper], str]) -> Statement:
 
 # --- tokens ------------------------------------------------------------------------------------
 
-_LOOKUP_COLUMNS = "t.id, t.account_id, t.prefix, t.last_used_at, t.expires_at, t.revoked_at"
+# In the order of the models' fields, as `from_db` takes them (services/api/authentication.py).
+_LOOKUP_COLUMNS = "t.id, t.prefix, t.last_used_at, t.expires_at, t.revoked_at, t.account_id"
 
 account_token = _per_vendor(
     lambda db: (
@@ -88,7 +89,7 @@ account_token = _per_vendor(
 )
 agent_token = _per_vendor(
     lambda db: (
-        f"SELECT {_LOOKUP_COLUMNS}, a.name, a.is_active, t.agent_id, t.agent_name "
+        f"SELECT {_LOOKUP_COLUMNS}, t.agent_id, t.agent_name, a.name, a.is_active "
         f"FROM {table(db, AgentToken)} t JOIN {table(db, Account)} a ON a.id = t.account_id "
         "WHERE t.digest = %s"
     )

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from services import tokens
 from services.accounts import issue_token
-from services.models import ApiToken
+from services.models import AgentToken, ApiToken
 from tests.support import Api, assert_problem, audit_record_queries
 
 TOKEN_SHAPE = re.compile(r"cvt_[0-9A-Za-z]{46}")
@@ -152,3 +152,74 @@ class TestLastUsed:
         ApiToken.objects.filter(pk=issued.token.pk).update(last_used_at=old)
         Api(Client(), issued.plaintext).list()
         assert ApiToken.objects.get(pk=issued.token.pk).last_used_at > old
+
+
+class TestTokenLookup:
+    """`_lookup` makes a token and its account from one row, as the ORM makes loaded
+    instances: the fields a request reads hold the stored values, the others are deferred
+    (never a made-up default), and the account is cached on the token."""
+
+    @pytest.fixture
+    def tokens_of_both_kinds(self, db):
+        from services import agents
+        from services.accounts import create_account
+        from services.audit import AuditContext
+
+        account = create_account(name="lookup")
+        context = AuditContext.for_command(account.pk)
+        agents.put_agent(account=account, name="bot", services=["github"], context=context)
+        return [
+            (ApiToken, issue_token(account=account, name="cli").plaintext),
+            (
+                AgentToken,
+                agents.issue_agent_token(account=account, name="bot", context=context).plaintext,
+            ),
+        ]
+
+    def test_the_read_fields_are_in_the_models_order(self):
+        from services.api.authentication import (
+            ACCOUNT_FIELDS,
+            ACCOUNT_TOKEN_FIELDS,
+            AGENT_TOKEN_FIELDS,
+        )
+        from services.models import Account
+
+        for model, fields in [
+            (ApiToken, ACCOUNT_TOKEN_FIELDS),
+            (AgentToken, AGENT_TOKEN_FIELDS),
+            (Account, ACCOUNT_FIELDS),
+        ]:
+            in_order = [f.attname for f in model._meta.concrete_fields if f.attname in fields]
+            assert in_order == list(fields), model
+
+    def test_a_looked_up_token_holds_the_stored_values(
+        self, tokens_of_both_kinds, django_assert_num_queries
+    ):
+        from services.api.authentication import _lookup
+
+        for model, plaintext in tokens_of_both_kinds:
+            model.objects.filter(digest=tokens.digest(plaintext)).update(
+                last_used_at=timezone.now() - timedelta(hours=1),
+                expires_at=timezone.now() + timedelta(days=3),
+            )
+            stored = model.objects.select_related("account").get(digest=tokens.digest(plaintext))
+            with django_assert_num_queries(1):
+                token = _lookup(plaintext)
+                account = token.account
+            assert type(token) is model
+            assert not token._state.adding
+            for name in ("id", "prefix", "last_used_at", "expires_at", "revoked_at", "account_id"):
+                assert getattr(token, name) == getattr(stored, name), name
+            assert token.last_used_at.tzinfo is not None
+            if model is AgentToken:
+                assert (token.agent_id, token.agent_name) == (stored.agent_id, "bot")
+            assert (account.pk, account.name, account.is_active) == (
+                stored.account.pk,
+                "lookup",
+                True,
+            )
+            assert token.get_deferred_fields() == {"name", "digest", "created_at"}
+            assert account.get_deferred_fields() == {"created_at", "audit_seq", "audit_head"}
+            # A deferred field is read from the database, not made up.
+            with django_assert_num_queries(1):
+                assert token.created_at == stored.created_at

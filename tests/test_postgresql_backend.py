@@ -76,7 +76,7 @@ def test_timestamps_read_back_as_written_in_utc(alice_account_and_token, moment)
     assert read.utcoffset() == timedelta(0)
     assert read.isoformat() == moment.astimezone(UTC).isoformat()
     rows = sql.fetch(sql.account_token, ["d" * 64])
-    assert rows[0][4] == moment
+    assert rows[0][3] == moment  # expires_at (sql._LOOKUP_COLUMNS)
 
 
 def _lockable_elsewhere(table: str, pk: int) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Q
 from django.utils import timezone
 from rest_framework import HTTP_HEADER_ENCODING
@@ -66,34 +67,48 @@ def touch_last_used(token: BearerToken) -> None:
     token.last_used_at = now
 
 
+# What a request reads of a token and its account (sql.account_token, sql.agent_token), in the
+# order of the models' fields, as `from_db` takes them. The other fields are deferred, as
+# `.only()` leaves them: read on access, with a query. No request path reads them, as the
+# query counts of the hot paths show (tests/test_queries.py).
+ACCOUNT_TOKEN_FIELDS = ("id", "prefix", "last_used_at", "expires_at", "revoked_at", "account_id")
+AGENT_TOKEN_FIELDS = (*ACCOUNT_TOKEN_FIELDS, "agent_id", "agent_name")
+ACCOUNT_FIELDS = ("id", "name", "is_active")
+
+
 def _lookup(raw: str) -> BearerToken | None:
     """The stored token for a well-formed `raw`, None when unknown; no query when malformed.
 
     One indexed query joined to the account; it runs on every authenticated request, so it is
-    fixed SQL read with a plain cursor (services/sql.py).
+    fixed SQL read with a plain cursor (services/sql.py), and its rows are made into
+    instances as the ORM makes loaded ones.
     """
     if tokens.is_well_formed(raw, tokens.ACCOUNT_KIND):
         model: type[BearerToken] = ApiToken
-        statement = sql.account_token
+        statement, fields = sql.account_token, ACCOUNT_TOKEN_FIELDS
     elif tokens.is_well_formed(raw, tokens.AGENT_KIND):
-        model, statement = AgentToken, sql.agent_token
+        model, statement, fields = AgentToken, sql.agent_token, AGENT_TOKEN_FIELDS
     else:
         return None
     rows = sql.fetch(statement, [tokens.digest(raw)])
     if not rows:
         return None
-    pk, account_id, prefix, last_used, expires, revoked, name, active, *agent = rows[0]
-    token = model(
-        id=pk,
-        account_id=account_id,
-        prefix=prefix,
-        last_used_at=sql.as_datetime(last_used),
-        expires_at=sql.as_datetime(expires),
-        revoked_at=sql.as_datetime(revoked),
+    pk, prefix, last_used, expires, revoked, account_id, *agent, name, active = rows[0]
+    token = model.from_db(
+        DEFAULT_DB_ALIAS,
+        fields,
+        (
+            pk,
+            prefix,
+            sql.as_datetime(last_used),
+            sql.as_datetime(expires),
+            sql.as_datetime(revoked),
+            account_id,
+            *agent,
+        ),
     )
-    if agent:
-        token.agent_id, token.agent_name = agent
-    token.account = Account(id=account_id, name=name, is_active=bool(active))
+    account = Account.from_db(DEFAULT_DB_ALIAS, ACCOUNT_FIELDS, (account_id, name, bool(active)))
+    model.account.field.set_cached_value(token, account)  # as select_related caches it
     return token
 
 
