@@ -109,6 +109,8 @@ _cache_url = env.str("CACHE_URL", default="locmem://")
 if _cache_url.startswith("locmem://"):
     _cache_url = "locmemcache://" + _cache_url.removeprefix("locmem://")
 CACHES = {"default": env.cache_url_config(_cache_url)}
+if CACHES["default"]["BACKEND"] == "django.core.cache.backends.locmem.LocMemCache":
+    CACHES["default"]["BACKEND"] = "credvault.cache.LocMemCache"  # no memcached key checks
 
 # --- HTTPS and production hardening ---------------------------------------------------------
 # Secure by default; `make run`'s generated .env turns the redirect off for local plain HTTP.

@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 import json
 import logging
+import warnings
 
 import pytest
 from django.db import OperationalError
 from django.test import Client, RequestFactory
 
-from services import connections
+from services import connections, tokens
 from tests.support import assert_problem, creds, marked
 
 ENDPOINTS = {
@@ -124,6 +125,30 @@ class TestClientErrors:
         assert_problem(response, 429, "rate_limited")
         assert int(response["Retry-After"]) >= 1
         assert alice_api.list().status_code == 200
+
+    def test_the_default_cache_takes_any_key_without_a_warning(self):
+        """credvault/cache.py: the local-memory cache skips memcached's key checks."""
+        from django.core.cache import cache
+
+        from credvault.cache import LocMemCache
+
+        assert isinstance(cache._connections["default"], LocMemCache)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cache.set("a key with spaces\x01" + "x" * 300, 1)
+
+    def test_the_rate_limit_keys_pass_memcacheds_checks(self, alice_api, settings):
+        """So that skipping the checks (credvault/cache.py) hides nothing on another backend."""
+        from django.core.cache import cache
+        from django.core.cache.backends.base import memcache_key_warnings
+
+        settings.CREDVAULT_TEST_RATE_LIMIT = "5/min"
+        assert alice_api.test("custom", creds(api_key="v")).status_code == 200
+        prefix = tokens.display_prefix(alice_api.token)
+        keys = [key for key in cache._connections["default"]._cache if f":{prefix}:" in key]
+        assert len(keys) == 2  # the account's limit and the test operation's
+        for key in keys:
+            assert list(memcache_key_warnings(key)) == []
 
 
 def _redis():
