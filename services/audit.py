@@ -80,13 +80,9 @@ _json_string = json.encoder.encode_basestring_ascii
 
 
 def canonical(event: AuditEvent | NewEvent) -> str:
-    return json.dumps(_fields(event, event.seq), sort_keys=True, separators=(",", ":"))
-
-
-def _fields(event: AuditEvent | NewEvent, seq: int) -> dict[str, object]:
-    return {
+    fields = {
         "account": event.account_id,
-        "seq": seq,
+        "seq": event.seq,
         "occurred_at": rfc3339(event.occurred_at),
         "token_prefix": event.token_prefix,
         "agent_name": event.agent_name,
@@ -97,6 +93,7 @@ def _fields(event: AuditEvent | NewEvent, seq: int) -> dict[str, object]:
         "status": event.status,
         "request_id": event.request_id,
     }
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
 def canonical_around_seq(event: AuditEvent | NewEvent) -> tuple[str, str]:
