@@ -5,7 +5,25 @@ import gc
 import os
 
 bind = os.environ.get("CREDVAULT_BIND", "127.0.0.1:8000")
-workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+
+MAX_DEFAULT_WORKERS = 8
+
+
+def default_workers() -> int:
+    """Two sync workers per core this process may run on, at most MAX_DEFAULT_WORKERS.
+
+    Every request waits on the database at least twice (its token, its audit event). With one
+    sync worker per core, a core idles while its worker waits on PostgreSQL; a second worker
+    per core fills that time (BENCHMARKS.md, "Workers"). gunicorn's documentation starts from
+    about twice the cores. The ceiling keeps a large host from opening more database
+    connections and memory (about 80 MB a worker) than a default should: set WEB_CONCURRENCY
+    there, and where a container's CPU quota is below the cores it sees.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(2 * (cores or 1), MAX_DEFAULT_WORKERS))
+
+
+workers = int(os.environ.get("WEB_CONCURRENCY") or default_workers())
 worker_class = "sync"
 # A verification call may take CREDVAULT_VERIFY_TIMEOUT seconds; leave room above it.
 timeout = 30
