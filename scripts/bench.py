@@ -1,14 +1,15 @@
 """Benchmark: `python -m scripts.bench` (or `make bench`).
 
 For SQLite and PostgreSQL in turn: seed a fresh database, start gunicorn with production
-settings (DEBUG off, 2 sync workers), and load it from a separate process (wrk when installed,
-else a Python load generator) in interleaved rounds: the baseline `/healthz` (a plain Django
-view), list with 10 and with 100 services, store of a 3-field set, the agent read, and test of
-a custom service (`no_verifier`). Each endpoint is measured between two baselines; prints
-rps, p50 and p99 as ratios to their mean, the server's CPU per request (the
-workers', and PostgreSQL's own processes'), each worker's memory and the non-2xx count; then
-the growth tables (list with 10/100/1,000 services, store with 1/10/20 fields, token lookup
-with 10 and 100,000 tokens) and the targets. The figures are measurements, not tests.
+settings (DEBUG off, gunicorn.conf.py's sync workers: two per core), and load it from a
+separate process (wrk when installed, else a Python load generator) in interleaved rounds:
+the baseline `/healthz` (a plain Django view), list with 10 and with 100 services, store of a
+3-field set, the agent read, and test of a custom service (`no_verifier`). Each endpoint is
+measured between two baselines; prints rps, p50 and p99 as ratios to their mean, the
+server's CPU per request (the workers', and PostgreSQL's own processes'), each worker's
+memory and the non-2xx count; then the growth tables (list with 10/100/1,000 services, store
+with 1/10/20 fields, token lookup with 10 and 100,000 tokens) and the targets.
+The figures are measurements, not tests.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import json
 import os
 import re
+import runpy
 import shutil
 import statistics
 import subprocess
@@ -309,6 +311,11 @@ def bracketing(before: Result, after: Result) -> Result:
     )
 
 
+def production_workers() -> int:
+    """The number of workers `make run` and production start with on this machine."""
+    return runpy.run_path(str(BASE_DIR / "gunicorn.conf.py"))["workers"]
+
+
 # --- the run -----------------------------------------------------------------------------------
 
 
@@ -363,7 +370,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
     print(f"\n=== {backend}: seeding", flush=True)
     tokens = run_seed(env)
     summary: dict = {"ratios": {}, "p99_factor": {}, "non_2xx": 0}
-    with Gunicorn(env, workers=2, log=WORK / f"gunicorn-{backend}.log") as server:
+    with Gunicorn(env, workers=args.workers, log=WORK / f"gunicorn-{backend}.log") as server:
         eps = endpoints(tokens)
         for endpoint in eps:  # warm up each worker and path
             load(server.url, endpoint, 4, 1)
@@ -486,6 +493,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--backend", choices=[*BACKENDS, "all"], default="all")
+    parser.add_argument(
+        "--workers", type=int, help="gunicorn workers (default: what gunicorn.conf.py gives)"
+    )
     args = parser.parse_args()
     if args.seed is not None:
         print(json.dumps(seed(args.seed)))
@@ -493,7 +503,8 @@ def main() -> int:
 
     WORK.mkdir(parents=True, exist_ok=True)
     generator = "wrk" if shutil.which("wrk") else "the Python load generator (wrk not installed)"
-    print(f"load from {generator}; {os.cpu_count()} cores; gunicorn with 2 sync workers")
+    args.workers = args.workers or production_workers()
+    print(f"load from {generator}; {os.cpu_count()} cores; {args.workers} sync gunicorn workers")
     summaries = {}
     for backend in BACKENDS if args.backend == "all" else [args.backend]:
         if backend == "postgres" and not listening(5432):
