@@ -5,7 +5,8 @@ statements (measured: see BENCHMARKS.md). The hot ones are therefore written onc
 database vendor, from the models' metadata: the token lookup, the list of services, the agent
 read, the replacement of a set and the audit append. Only quoted table and column names ever
 go into the text; every value is bound as a parameter. This module is the only place that
-builds SQL text, but for the SQLite trigger that moves the audit head (migration 0005).
+builds SQL text, but for the SQLite trigger that moves the audit head (migration 0005) and the
+benchmark's hand-built ceiling (scripts/ceiling.py), which is never served by credvault.
 """
 
 from __future__ import annotations
@@ -306,31 +307,48 @@ def append_audit_event(given: dict, canonical_before: str, canonical_after: str)
     return seq, prev_digest, digest
 
 
-def _append_audit_event_text(db: BaseDatabaseWrapper) -> str:
-    """The statement of `append_audit_event`, AUDIT_GIVEN and the canonical text bound by name.
+def append_audit_event_parts(db: BaseDatabaseWrapper) -> tuple[str, str]:
+    """PostgreSQL's append as its parts: the WITH clause's queries (`head`, `event`, `moved`:
+    read the head under its lock, hash, move the head) and the INSERT of the event that reads
+    `event`; AUDIT_GIVEN and the canonical text bound by name. `append_audit_event` runs them
+    as one statement; the benchmark's hand-built ceiling (scripts/ceiling.py) joins them to a
+    read of its own.
 
-    PostgreSQL (`sha256()` is built in) does it all in one statement, atomic by itself: the
-    `head` CTE reads the row under its lock, so it is the last committed head even after a
-    wait, and it is referenced twice, so it runs once and both writes use the same values.
-    SQLite (Django registers SHA256() on every connection) only inserts: the trigger of
-    migration 0005 moves the head within the same statement.
+    The `head` query reads the row under its lock, so it is the last committed head even after
+    a wait, and it is referenced twice, so it runs once and both writes use the same values.
     """
     given = ", ".join(AUDIT_GIVEN)
     values = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
     event, account = table(db, AuditEvent), table(db, Account)
+    queries = (
+        f"head AS (SELECT audit_seq + 1 AS seq, audit_head AS prev_digest "
+        f"FROM {account} WHERE id = %(account_id)s FOR UPDATE), "
+        "event AS (SELECT seq, prev_digest, encode(sha256(convert_to(prev_digest || chr(10) "
+        "|| %(canonical_before)s || seq::text || %(canonical_after)s, 'UTF8')), 'hex') "
+        "AS digest FROM head), "
+        f"moved AS (UPDATE {account} SET audit_seq = event.seq, audit_head = event.digest "
+        "FROM event WHERE id = %(account_id)s)"
+    )
+    insert = (
+        f"INSERT INTO {event} ({given}, seq, prev_digest, digest) "
+        f"SELECT {values}, seq, prev_digest, digest FROM event"
+    )
+    return queries, insert
+
+
+def _append_audit_event_text(db: BaseDatabaseWrapper) -> str:
+    """The statement of `append_audit_event`, AUDIT_GIVEN and the canonical text bound by name.
+
+    PostgreSQL (`sha256()` is built in) does it all in one statement, atomic by itself
+    (`append_audit_event_parts`). SQLite (Django registers SHA256() on every connection) only
+    inserts: the trigger of migration 0005 moves the head within the same statement.
+    """
     if _writes_in_with(db):
-        return (
-            f"WITH head AS (SELECT audit_seq + 1 AS seq, audit_head AS prev_digest "
-            f"FROM {account} WHERE id = %(account_id)s FOR UPDATE), "
-            "event AS (SELECT seq, prev_digest, encode(sha256(convert_to(prev_digest || chr(10) "
-            "|| %(canonical_before)s || seq::text || %(canonical_after)s, 'UTF8')), 'hex') "
-            "AS digest FROM head), "
-            f"moved AS (UPDATE {account} SET audit_seq = event.seq, audit_head = event.digest "
-            "FROM event WHERE id = %(account_id)s) "
-            f"INSERT INTO {event} ({given}, seq, prev_digest, digest) "
-            f"SELECT {values}, seq, prev_digest, digest FROM event "
-            "RETURNING seq, prev_digest, digest"
-        )
+        queries, insert = append_audit_event_parts(db)
+        return f"WITH {queries} {insert} RETURNING seq, prev_digest, digest"
+    given = ", ".join(AUDIT_GIVEN)
+    values = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
+    event, account = table(db, AuditEvent), table(db, Account)
     return (
         f"INSERT INTO {event} ({given}, seq, prev_digest, digest) "
         f"SELECT {values}, audit_seq + 1, audit_head, SHA256(audit_head || char(10) "
