@@ -111,9 +111,29 @@ def seed(pad_tokens: int) -> dict:
     return out
 
 
+def create_ceiling_table() -> dict:
+    """The scratch table of the hand-built ceiling's unchained events (scripts/ceiling.py)."""
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from scripts.ceiling import create_scratch_table
+
+    with connection.cursor() as cursor:
+        create_scratch_table(cursor)
+    return {}
+
+
 def run_seed(env: dict[str, str], pad_tokens: int = 0) -> dict:
+    return in_django(env, "--seed", str(pad_tokens))
+
+
+def in_django(env: dict[str, str], *argv: str) -> dict:
+    """Run this script with `argv` (`--seed N`, `--ceiling-table`) against the backend of
+    `env`, under credvault's settings; what it prints last, as JSON."""
     result = subprocess.run(
-        [sys.executable, "-m", "scripts.bench", "--seed", str(pad_tokens)],
+        [sys.executable, "-m", "scripts.bench", *argv],
         cwd=BASE_DIR,
         env={**env, "DJANGO_SETTINGS_MODULE": "credvault.settings"},
         capture_output=True,
@@ -121,7 +141,7 @@ def run_seed(env: dict[str, str], pad_tokens: int = 0) -> dict:
         check=False,
     )
     if result.returncode != 0:
-        raise RuntimeError(f"seeding failed: {result.stderr[-2000:]}")
+        raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -359,14 +379,130 @@ def table(rows: list[list[str]]) -> str:
     )
 
 
-def run_backend(backend: str, args: argparse.Namespace) -> dict:
-    fresh_database(backend)
-    env = server_env(
+def interleaved(
+    server: Gunicorn, eps: list[Endpoint], args: argparse.Namespace, backend: str
+) -> tuple[list[dict[str, tuple[Result, Result]]], list[Result]]:
+    """`args.rounds` rounds of every endpoint after the first (the baseline), each between two
+    baselines, printed round by round: each round's {name: (result, its baselines)}, and
+    every baseline measured."""
+    # Each endpoint is measured between two baselines, and its ratios are to their mean:
+    # the machine's speed drifts within a round, by 10% and more over a minute, and the
+    # two baselines 5 s either side see the drift on both sides of it. Neighbouring
+    # endpoints share the baseline between them.
+    rounds: list[dict[str, tuple[Result, Result]]] = []
+    baselines: list[Result] = []
+    for number in range(args.rounds):
+        results = {}
+        before = measure(server, eps[0], 16, args.seconds)
+        baselines.append(before)
+        for ep in eps[1:]:
+            result = measure(server, ep, 16, args.seconds)
+            after = measure(server, eps[0], 16, args.seconds)
+            baselines.append(after)
+            results[ep.name] = (result, bracketing(before, after))
+            before = after
+        rounds.append(results)
+        rows = [
+            [
+                "endpoint",
+                "rps",
+                "baseline rps",
+                "ratio",
+                "p50 ms",
+                "p99 ms",
+                "p99/base",
+                "cpu ms/req",
+                "base cpu",
+                *(["db cpu ms/req"] if backend == "postgres" else []),
+                "non-2xx",
+            ]
+        ]
+        for name, (r, base) in results.items():
+            rows.append(
+                [
+                    name,
+                    f"{r.rps:.0f}",
+                    f"{base.rps:.0f}",
+                    f"{r.rps / base.rps:.0%}",
+                    f"{r.p50:.2f}",
+                    f"{r.p99:.2f}",
+                    f"{r.p99 / base.p99:.1f}x",
+                    f"{r.cpu_ms:.2f}",
+                    f"{base.cpu_ms:.2f}",
+                    *([f"{r.db_cpu_ms:.2f}"] if backend == "postgres" else []),
+                    str(r.non_2xx + r.errors + base.non_2xx + base.errors),
+                ]
+            )
+        print(f"\n--- {backend}, round {number + 1} of {args.rounds}, 16 connections")
+        print(table(rows), flush=True)
+    return rounds, baselines
+
+
+def bench_env(backend: str, **overrides: str) -> dict[str, str]:
+    """The server's environment: limits far above what the load reaches, room for the
+    account of 1,000 services."""
+    return server_env(
         BACKENDS[backend],
         CREDVAULT_RATE_LIMIT="100000000/min",
         CREDVAULT_TEST_RATE_LIMIT="100000000/min",
         CREDVAULT_MAX_SERVICES_PER_ACCOUNT="2000",
+        **overrides,
     )
+
+
+def medians(
+    rounds: list[dict[str, tuple[Result, Result]]],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Each endpoint's median over the rounds of its rps ratio and its p99 factor."""
+    names = list(rounds[0])
+    ratios = {n: statistics.median(r[n][0].rps / r[n][1].rps for r in rounds) for n in names}
+    factors = {n: statistics.median(r[n][0].p99 / r[n][1].p99 for r in rounds) for n in names}
+    return ratios, factors
+
+
+def run_ceiling(args: argparse.Namespace) -> int:
+    """PostgreSQL: credvault's list of 10 services beside the hand-built ceiling of
+    scripts/ceiling.py (read only; an unchained event; the chained event), in the same
+    interleaved rounds."""
+    fresh_database("postgres")
+    env = bench_env("postgres", DJANGO_SETTINGS_MODULE="scripts.ceiling_settings")
+    print("\n=== postgres, hand-built ceiling: seeding", flush=True)
+    token = run_seed(env)["list10"]
+    in_django(env, "--ceiling-table")
+    eps = [
+        Endpoint("baseline", "GET", "/healthz"),
+        Endpoint("list10", "GET", "/api/v1/services", token),
+        *(
+            Endpoint(f"ceiling_{kind}", "GET", f"/ceiling/{kind}", token)
+            for kind in ("chained", "insert", "read")
+        ),
+    ]
+    with Gunicorn(env, workers=args.workers, log=WORK / "gunicorn-ceiling.log") as server:
+        for endpoint in eps:  # warm up each worker and path
+            load(server.url, endpoint, 4, 1)
+        rounds, baselines = interleaved(server, eps, args, "postgres")
+    ratios, factors = medians(rounds)
+    print("\n=== postgres, list of 10 services (median of the rounds' ratios to the baseline)")
+    rows = [["endpoint", "rps ratio", "p99 factor", "what it writes before answering"]]
+    writes = {
+        "list10": "credvault: its event, chained",
+        "ceiling_chained": "its event, chained (credvault's append)",
+        "ceiling_insert": "its event, unchained",
+        "ceiling_read": "nothing",
+    }
+    for name, ratio in ratios.items():
+        rows.append([name, f"{ratio:.1%}", f"{factors[name]:.2f}x", writes[name]])
+    print(table(rows))
+    failed = sum(r.non_2xx + r.errors for r in baselines) + sum(
+        pair[0].non_2xx + pair[0].errors for rnd in rounds for pair in rnd.values()
+    )
+    print(f"non-2xx: {failed}")
+    return 1 if failed else 0
+
+
+def run_backend(backend: str, args: argparse.Namespace) -> dict:
+    fresh_database(backend)
+    env = bench_env(backend)
     print(f"\n=== {backend}: seeding", flush=True)
     tokens = run_seed(env)
     summary: dict = {"ratios": {}, "p99_factor": {}, "non_2xx": 0}
@@ -374,56 +510,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
         eps = endpoints(tokens)
         for endpoint in eps:  # warm up each worker and path
             load(server.url, endpoint, 4, 1)
-        # Each endpoint is measured between two baselines, and its ratios are to their mean:
-        # the machine's speed drifts within a round, by 10% and more over a minute, and the
-        # two baselines 5 s either side see the drift on both sides of it. Neighbouring
-        # endpoints share the baseline between them.
-        rounds: list[dict[str, tuple[Result, Result]]] = []
-        baselines: list[Result] = []
-        for number in range(args.rounds):
-            results = {}
-            before = measure(server, eps[0], 16, args.seconds)
-            baselines.append(before)
-            for ep in eps[1:]:
-                result = measure(server, ep, 16, args.seconds)
-                after = measure(server, eps[0], 16, args.seconds)
-                baselines.append(after)
-                results[ep.name] = (result, bracketing(before, after))
-                before = after
-            rounds.append(results)
-            rows = [
-                [
-                    "endpoint",
-                    "rps",
-                    "baseline rps",
-                    "ratio",
-                    "p50 ms",
-                    "p99 ms",
-                    "p99/base",
-                    "cpu ms/req",
-                    "base cpu",
-                    *(["db cpu ms/req"] if backend == "postgres" else []),
-                    "non-2xx",
-                ]
-            ]
-            for name, (r, base) in results.items():
-                rows.append(
-                    [
-                        name,
-                        f"{r.rps:.0f}",
-                        f"{base.rps:.0f}",
-                        f"{r.rps / base.rps:.0%}",
-                        f"{r.p50:.2f}",
-                        f"{r.p99:.2f}",
-                        f"{r.p99 / base.p99:.1f}x",
-                        f"{r.cpu_ms:.2f}",
-                        f"{base.cpu_ms:.2f}",
-                        *([f"{r.db_cpu_ms:.2f}"] if backend == "postgres" else []),
-                        str(r.non_2xx + r.errors + base.non_2xx + base.errors),
-                    ]
-                )
-            print(f"\n--- {backend}, round {number + 1} of {args.rounds}, 16 connections")
-            print(table(rows), flush=True)
+        rounds, baselines = interleaved(server, eps, args, backend)
         print(f"\n--- {backend}, 64 connections")
         rows = [["endpoint", "rps", "p50 ms", "p99 ms", "non-2xx"]]
         for ep in eps:
@@ -433,13 +520,7 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
                 [ep.name, f"{r.rps:.0f}", f"{r.p50:.2f}", f"{r.p99:.2f}", str(r.non_2xx + r.errors)]
             )
         print(table(rows), flush=True)
-        for name in [ep.name for ep in eps][1:]:
-            summary["ratios"][name] = statistics.median(
-                rnd[name][0].rps / rnd[name][1].rps for rnd in rounds
-            )
-            summary["p99_factor"][name] = statistics.median(
-                rnd[name][0].p99 / rnd[name][1].p99 for rnd in rounds
-            )
+        summary["ratios"], summary["p99_factor"] = medians(rounds)
         summary["non_2xx"] += sum(
             r.non_2xx + r.errors
             for r in [*baselines, *(pair[0] for rnd in rounds for pair in rnd.values())]
@@ -490,6 +571,12 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--ceiling-table", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="PostgreSQL only: list10 beside the hand-built ceiling of scripts/ceiling.py",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--backend", choices=[*BACKENDS, "all"], default="all")
@@ -500,11 +587,19 @@ def main() -> int:
     if args.seed is not None:
         print(json.dumps(seed(args.seed)))
         return 0
+    if args.ceiling_table:
+        print(json.dumps(create_ceiling_table()))
+        return 0
 
     WORK.mkdir(parents=True, exist_ok=True)
     generator = "wrk" if shutil.which("wrk") else "the Python load generator (wrk not installed)"
     args.workers = args.workers or production_workers()
     print(f"load from {generator}; {os.cpu_count()} cores; {args.workers} sync gunicorn workers")
+    if args.ceiling:
+        if not listening(5432):
+            print("no PostgreSQL server on 127.0.0.1:5432: the ceiling is measured on it")
+            return 1
+        return run_ceiling(args)
     summaries = {}
     for backend in BACKENDS if args.backend == "all" else [args.backend]:
         if backend == "postgres" and not listening(5432):
