@@ -27,7 +27,6 @@ from functools import cache
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
-from django.utils import timezone
 
 from credvault.urls import urlpatterns as credvault_urlpatterns
 from services import audit, sql, tokens
@@ -62,8 +61,6 @@ def _statements(alias: str) -> dict[str, str]:
         f"SELECT service, key_type, connected_at FROM {services} "
         "WHERE account_id = %(account_id)s ORDER BY service"
     )
-    given = ", ".join(sql.AUDIT_GIVEN)
-    values = ", ".join(f"%({column})s" for column in sql.AUDIT_GIVEN)
     queries, insert = sql.append_audit_event_parts(db)
     return {
         "token": (
@@ -73,32 +70,30 @@ def _statements(alias: str) -> dict[str, str]:
         ),
         "read": read,
         "insert": (
-            f"WITH inserted AS (INSERT INTO {SCRATCH_TABLE} ({given}, seq, prev_digest, digest) "
-            f"SELECT {values}, nextval('{SCRATCH_SEQUENCE}'), '', '') {read}"
+            f"WITH inserted AS (INSERT INTO {SCRATCH_TABLE} "
+            f"({sql.AUDIT_GIVEN_COLUMNS}, seq, prev_digest, digest) "
+            f"SELECT {sql.AUDIT_GIVEN_PLACEHOLDERS}, nextval('{SCRATCH_SEQUENCE}'), '', '') "
+            f"{read}"
         ),
         "chained": f"WITH {queries}, appended AS ({insert}) {read}",
     }
 
 
-def _event_params(request: HttpRequest, account_id: int, prefix: str) -> dict:
+def _event_params(db, request: HttpRequest, account_id: int, prefix: str) -> dict:
     """The event of a list request, bound as `sql.append_audit_event` binds it."""
-    event = audit.NewEvent(
-        account_id=account_id,
-        seq=0,
-        occurred_at=timezone.now(),
-        token_prefix=prefix,
-        agent_name="",
+    context = audit.AuditContext(
+        account_id=account_id, token_prefix=prefix, request_id=request.credvault_request_id
+    )
+    event = audit.new_event(
+        context,
         action=AuditAction.SERVICES_LIST,
-        service="",
-        target="",
         outcome=AuditOutcome.SUCCESS,
         status=200,
-        request_id=request.credvault_request_id,
-        prev_digest="",
+        service="",
+        target="",
     )
-    before, after = audit.canonical_around_seq(event)
-    params = {column: getattr(event, column) for column in sql.AUDIT_GIVEN}
-    return {**params, "canonical_before": before, "canonical_after": after}
+    given = {column: getattr(event, column) for column in sql.AUDIT_GIVEN}
+    return sql.append_audit_event_params(db, given, *audit.canonical_around_seq(event))
 
 
 def _view(kind: str):
@@ -117,7 +112,7 @@ def _view(kind: str):
             account_id, prefix = found
             params = {"account_id": account_id}
             if kind != "read":
-                params.update(_event_params(request, account_id, prefix))
+                params.update(_event_params(db, request, account_id, prefix))
             cursor.execute(statements[kind], params)
             rows = cursor.fetchall()
         body = [

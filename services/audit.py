@@ -153,6 +153,33 @@ def lock_head_reading(
     return Head(account_id=context.account_id), rows
 
 
+def new_event(
+    context: AuditContext,
+    *,
+    action: str,
+    outcome: str,
+    status: int,
+    service: str,
+    target: str,
+) -> NewEvent:
+    """The event of `context`'s request, as of now; its seq and both digests are set by the
+    database as it appends it (`sql.append_audit_event`)."""
+    return NewEvent(
+        account_id=context.account_id,
+        seq=0,
+        occurred_at=timezone.now(),
+        token_prefix=context.token_prefix,
+        agent_name=context.agent_name,
+        action=action,
+        service=service,
+        target=target,
+        outcome=outcome,
+        status=status,
+        request_id=context.request_id,
+        prev_digest="",
+    )
+
+
 def _write(
     context: AuditContext,
     *,
@@ -168,19 +195,8 @@ def _write(
     One statement: on PostgreSQL it takes the head's lock itself; on SQLite the writer holds
     the database, and a trigger moves the head as the event is inserted.
     """
-    event = NewEvent(
-        account_id=context.account_id,
-        seq=0,  # set by the database, as are both digests
-        occurred_at=timezone.now(),
-        token_prefix=context.token_prefix,
-        agent_name=context.agent_name,
-        action=action,
-        service=service,
-        target=target,
-        outcome=outcome,
-        status=status,
-        request_id=context.request_id,
-        prev_digest="",
+    event = new_event(
+        context, action=action, outcome=outcome, status=status, service=service, target=target
     )
     given = {column: getattr(event, column) for column in sql.AUDIT_GIVEN}
     event.seq, event.prev_digest, event.digest = sql.append_audit_event(

@@ -250,6 +250,9 @@ AUDIT_GIVEN = (
     "status",
     "request_id",
 )
+# As they stand in an INSERT's column list, and bound by name in its SELECT.
+AUDIT_GIVEN_COLUMNS = ", ".join(AUDIT_GIVEN)
+AUDIT_GIVEN_PLACEHOLDERS = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
 
 # Taken only where rows can be locked (`locks_rows`); SQLite's writer holds the database.
 lock_audit_head = _per_vendor(
@@ -295,16 +298,24 @@ def append_audit_event(given: dict, canonical_before: str, canonical_after: str)
     both databases; outside a transaction, run it inside `single_write()`.
     """
     db = connections[DEFAULT_DB_ALIAS]
-    params = {
+    params = append_audit_event_params(db, given, canonical_before, canonical_after)
+    with db.cursor() as cursor:
+        cursor.execute(_append_audit_event(db), params)
+        [(seq, prev_digest, digest)] = cursor.fetchall()
+    return seq, prev_digest, digest
+
+
+def append_audit_event_params(
+    db: BaseDatabaseWrapper, given: dict, canonical_before: str, canonical_after: str
+) -> dict:
+    """The parameters of the append's statement: AUDIT_GIVEN as `db` stores them, and the
+    event's canonical form around its seq."""
+    return {
         **given,
         "occurred_at": db.ops.adapt_datetimefield_value(given["occurred_at"]),
         "canonical_before": canonical_before,
         "canonical_after": canonical_after,
     }
-    with db.cursor() as cursor:
-        cursor.execute(_append_audit_event(db), params)
-        [(seq, prev_digest, digest)] = cursor.fetchall()
-    return seq, prev_digest, digest
 
 
 def append_audit_event_parts(db: BaseDatabaseWrapper) -> tuple[str, str]:
@@ -317,8 +328,6 @@ def append_audit_event_parts(db: BaseDatabaseWrapper) -> tuple[str, str]:
     The `head` query reads the row under its lock, so it is the last committed head even after
     a wait, and it is referenced twice, so it runs once and both writes use the same values.
     """
-    given = ", ".join(AUDIT_GIVEN)
-    values = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
     event, account = table(db, AuditEvent), table(db, Account)
     queries = (
         f"head AS (SELECT audit_seq + 1 AS seq, audit_head AS prev_digest "
@@ -330,8 +339,8 @@ def append_audit_event_parts(db: BaseDatabaseWrapper) -> tuple[str, str]:
         "FROM event WHERE id = %(account_id)s)"
     )
     insert = (
-        f"INSERT INTO {event} ({given}, seq, prev_digest, digest) "
-        f"SELECT {values}, seq, prev_digest, digest FROM event"
+        f"INSERT INTO {event} ({AUDIT_GIVEN_COLUMNS}, seq, prev_digest, digest) "
+        f"SELECT {AUDIT_GIVEN_PLACEHOLDERS}, seq, prev_digest, digest FROM event"
     )
     return queries, insert
 
@@ -346,13 +355,12 @@ def _append_audit_event_text(db: BaseDatabaseWrapper) -> str:
     if _writes_in_with(db):
         queries, insert = append_audit_event_parts(db)
         return f"WITH {queries} {insert} RETURNING seq, prev_digest, digest"
-    given = ", ".join(AUDIT_GIVEN)
-    values = ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
     event, account = table(db, AuditEvent), table(db, Account)
     return (
-        f"INSERT INTO {event} ({given}, seq, prev_digest, digest) "
-        f"SELECT {values}, audit_seq + 1, audit_head, SHA256(audit_head || char(10) "
-        "|| %(canonical_before)s || (audit_seq + 1) || %(canonical_after)s) "
+        f"INSERT INTO {event} ({AUDIT_GIVEN_COLUMNS}, seq, prev_digest, digest) "
+        f"SELECT {AUDIT_GIVEN_PLACEHOLDERS}, audit_seq + 1, audit_head, "
+        "SHA256(audit_head || char(10) || %(canonical_before)s || (audit_seq + 1) "
+        "|| %(canonical_after)s) "
         f"FROM {account} WHERE id = %(account_id)s RETURNING seq, prev_digest, digest"
     )
 
