@@ -4,16 +4,25 @@ default. Misconfiguration is reported by the system checks in `services/checks.p
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import environ
 
+from services.storage.config import database_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
-if (BASE_DIR / ".env").is_file():
+# The file of settings read at start-up: `.env` beside manage.py, another file named by
+# CREDVAULT_ENV_FILE, or none when that is set empty (production: README, "Production").
+ENV_FILE = os.environ.get("CREDVAULT_ENV_FILE", str(BASE_DIR / ".env"))
+if ENV_FILE and Path(ENV_FILE).is_file():
     # Values already in the environment win over the file.
-    env.read_env(BASE_DIR / ".env")
+    env.read_env(ENV_FILE)
+# `local` in the `.env` that `make run` writes (plain HTTP on 127.0.0.1): `check --deploy`
+# fails on it (credvault.E009), so that a local file never configures production silently.
+CREDVAULT_ENVIRONMENT = env.str("CREDVAULT_ENVIRONMENT", default="production")
 
 # Empty when unset: the check credvault.E001 then stops every command with a clear message.
 SECRET_KEY = env.str("SECRET_KEY", default="")
@@ -37,6 +46,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost: request id, access log and Cache-Control for every response.
     "services.api.middleware.RequestContextMiddleware",
+    # Health probes answer here, whatever their Host header: before any host check.
+    "services.api.middleware.HealthProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -68,38 +79,12 @@ TEMPLATES = [
 ]
 
 # --- database -------------------------------------------------------------------------------
-DATABASES = {"default": env.db("DATABASE_URL", default="sqlite:///var/credvault.sqlite3")}
-_db = DATABASES["default"]
-if _db["ENGINE"] == "django.db.backends.sqlite3":
-    # A relative SQLite path is relative to the project, not to the working directory.
-    if _db["NAME"] != ":memory:" and not Path(_db["NAME"]).is_absolute():
-        _db["NAME"] = str(BASE_DIR / _db["NAME"])
-    # Several gunicorn workers write to one file: WAL lets readers run beside the writer, the
-    # busy timeout makes a writer wait instead of failing with "database is locked", and
-    # IMMEDIATE transactions take the write lock at BEGIN, so that no transaction has to
-    # upgrade a read lock midway (the upgrade is what fails without waiting).
-    _db["ENGINE"] = "credvault.sqlite"
-    _db.setdefault("OPTIONS", {}).update(
-        {
-            "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        }
+# credvault's own backends and their options, per vendor: services/storage/config.py.
+DATABASES = {
+    "default": database_settings(
+        env.db("DATABASE_URL", default="sqlite:///var/credvault.sqlite3"), base_dir=BASE_DIR
     )
-elif _db["ENGINE"] == "django.db.backends.postgresql":
-    _db["ENGINE"] = "credvault.postgresql"  # a health check without a round trip
-    # Values bound by the server, and statements run five times prepared by psycopg: the
-    # server stops parsing and planning the same few statements on every request (measured:
-    # BENCHMARKS.md). Behind PgBouncer in transaction mode, prepared statements need
-    # PgBouncer 1.21 or later with max_prepared_statements set.
-    # Django turns psycopg's prepared statements off unless OPTIONS names a threshold.
-    _db.setdefault("OPTIONS", {}).setdefault("server_side_binding", True)
-    _db["OPTIONS"].setdefault("prepare_threshold", 5)
-# Each gunicorn worker keeps its connection between requests (checked before reuse, so a
-# database that went away is reconnected to). On SQLite this also spares every request a
-# fresh connection and a WAL checkpoint at its close.
-_db.setdefault("CONN_MAX_AGE", 600)
-_db.setdefault("CONN_HEALTH_CHECKS", True)
+}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -109,8 +94,6 @@ _cache_url = env.str("CACHE_URL", default="locmem://")
 if _cache_url.startswith("locmem://"):
     _cache_url = "locmemcache://" + _cache_url.removeprefix("locmem://")
 CACHES = {"default": env.cache_url_config(_cache_url)}
-if CACHES["default"]["BACKEND"] == "django.core.cache.backends.locmem.LocMemCache":
-    CACHES["default"]["BACKEND"] = "credvault.cache.LocMemCache"  # no memcached key checks
 
 # --- HTTPS and production hardening ---------------------------------------------------------
 # Secure by default; `make run`'s generated .env turns the redirect off for local plain HTTP.
@@ -138,6 +121,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
+# Moments in the admin to the second, with their zone: credvault/formats/en/formats.py.
+FORMAT_MODULE_PATH = ["credvault.formats"]
 
 STATIC_URL = "static/"
 # Admin and API-docs assets come from the installed packages, served by WhiteNoise without a
@@ -164,7 +149,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_THROTTLE_CLASSES": [],
     "EXCEPTION_HANDLER": "services.api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "services.api.schema.CredvaultAutoSchema",
     "UNAUTHENTICATED_USER": None,
     "UNAUTHENTICATED_TOKEN": None,
 }
@@ -173,8 +158,10 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "credvault account API",
     "DESCRIPTION": (
         "Connected services of an account: list them, test credentials against the "
-        "provider, store or replace them (encrypted at rest), remove them. Credential values "
-        "are never returned. Errors are RFC 9457 problem details."
+        "provider, store or replace them (encrypted at rest), remove them; agents with grants "
+        "and tokens of their own, which read the services they are granted; the audit trail. "
+        "The account API never returns a credential value. Errors are RFC 9457 problem "
+        "details (`application/problem+json`)."
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -183,8 +170,29 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "COMPONENT_SPLIT_REQUEST": True,
+    # No serializer serves both directions, so one component each, named after its class
+    # (`CredentialInput`, not `CredentialInputRequest`).
+    "COMPONENT_SPLIT_REQUEST": False,
+    # One named enum per closed set, each from its one definition.
+    "ENUM_NAME_OVERRIDES": {
+        "KeyType": "services.models.KeyType",
+        "AuditAction": "services.models.AuditAction",
+        "AuditOutcome": "services.models.AuditOutcome",
+        "VerificationReason": "services.api.serializers.REASON_CHOICES",
+        "ProblemCode": "services.api.serializers.PROBLEM_CODES",
+        "FieldErrorCode": "services.api.serializers.FIELD_ERROR_CODES",
+        "ProviderCategory": "services.api.serializers.CATEGORY_CHOICES",
+    },
+    "TAGS": [
+        {"name": "services", "description": "Connected services and their credentials."},
+        {"name": "providers", "description": "The provider catalog."},
+        {"name": "agents", "description": "Agents and their grants."},
+        {"name": "agent-tokens", "description": "The tokens of an agent."},
+        {"name": "agent", "description": "What an agent does with its own token."},
+        {"name": "audit", "description": "The account's audit trail."},
+    ],
     "POSTPROCESSING_HOOKS": [
+        "services.api.schema.complete_responses",
         "drf_spectacular.hooks.postprocess_schema_enums",
         "services.api.schema.close_objects",
     ],

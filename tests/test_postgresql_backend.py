@@ -1,6 +1,6 @@
-"""What the hot paths rely on from PostgreSQL (credvault/postgresql/base.py, credvault/settings.py,
-services/sql.py): prepared statements, timestamps parsed by psycopg's own loader, and the
-locks a store takes in one statement."""
+"""What the hot paths rely on from PostgreSQL (services/storage/backends/postgresql,
+credvault/settings.py, services/storage/dialects.py): prepared statements, timestamps parsed by
+psycopg's own loader, and the locks a store takes in one statement."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import pytest
 from django.db import connection, transaction
 from psycopg import pq
 
-from credvault.postgresql.base import UTCTimestamptzLoader
-from services import audit, sql, tokens
-from services.audit import AuditContext
+from services import tokens
 from services.models import Account, ApiToken, ConnectedService
+from services.storage import queries
+from services.storage.backends.postgresql.base import UTCTimestamptzLoader
+from services.storage.dialects import dialect_for
 
 pytestmark = pytest.mark.django_db
 
@@ -37,12 +38,13 @@ def test_a_statement_run_five_times_is_prepared(alice_account_and_token):
     """Django turns psycopg's prepared statements off unless OPTIONS names a threshold."""
     _, raw = alice_account_and_token
     for _ in range(6):
-        assert sql.fetch(sql.account_token, [tokens.digest(raw)])
-    prepared = sql.fetch(
-        lambda db: "SELECT statement FROM pg_prepared_statements WHERE NOT from_sql", []
-    )
+        assert queries.find_token(kind=queries.ACCOUNT_TOKEN, digest=tokens.digest(raw))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
+        prepared = [text for (text,) in cursor.fetchall()]
     # psycopg sends its placeholders as $1, $2...
-    assert sql.account_token(connection).replace("%s", "$1") in [text for (text,) in prepared]
+    lookup = dialect_for(connection).find_token[queries.ACCOUNT_TOKEN]
+    assert lookup.replace("%s", "$1") in prepared
 
 
 def test_timestamps_are_read_by_psycopgs_loader():
@@ -75,8 +77,8 @@ def test_timestamps_read_back_as_written_in_utc(alice_account_and_token, moment)
     assert read == moment
     assert read.utcoffset() == timedelta(0)
     assert read.isoformat() == moment.astimezone(UTC).isoformat()
-    rows = sql.fetch(sql.account_token, ["d" * 64])
-    assert rows[0][3] == moment  # expires_at (sql._LOOKUP_COLUMNS)
+    found = queries.find_token(kind=queries.ACCOUNT_TOKEN, digest="d" * 64)
+    assert found.expires_at == moment
 
 
 def _lockable_elsewhere(table: str, pk: int) -> bool:
@@ -106,21 +108,16 @@ def _lockable_elsewhere(table: str, pk: int) -> bool:
 def test_a_stores_first_statement_locks_the_head_and_the_service(
     alice_account_and_token, connected
 ):
-    """The store's find takes the audit head's lock in the same statement (sql.py), so the
-    store needs no statement of its own for it."""
+    """The store's find takes the audit head's lock in the same statement (dialects.py), so
+    the store needs no statement of its own for it."""
     account, _ = alice_account_and_token
     service = ConnectedService.objects.create(
         account=account, service="github", key_type="api_key", connected_at=datetime.now(UTC)
     )
     name = "github" if connected else "not-yet"
     with transaction.atomic():
-        head, rows = audit.lock_head_reading(
-            AuditContext.for_command(account.pk),
-            sql.find_service_locking_head,
-            [account.pk, name],
-        )
-        assert head.account_id == account.pk
-        assert rows == ([(service.pk, 1)] if connected else [])
+        found = queries.lock_service(account_id=account.pk, service=name)
+        assert found == (queries.LockedService(service.pk, 1) if connected else None)
         assert not _lockable_elsewhere(Account._meta.db_table, account.pk)
         assert _lockable_elsewhere(ConnectedService._meta.db_table, service.pk) is not connected
     assert _lockable_elsewhere(Account._meta.db_table, account.pk)

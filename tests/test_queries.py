@@ -1,6 +1,6 @@
 """Query counts of the hot paths: constant in the number of services and fields.
 
-Every request also appends its audit event: one statement on PostgreSQL, two on SQLite
+Every request also appends its audit event: one statement on both databases
 (`tests.support.audit_record_queries`). A change locks the account's chain head first and
 appends at its end, in its own transaction (`audit_change_queries`); a store takes the head's
 lock in the statement that finds its service.

@@ -1,19 +1,22 @@
-"""The SQLite backend queues writers on a file lock, and converts each statement's parameter style
-once (credvault/sqlite/base.py)."""
+"""The SQLite backend queues writers on a file lock, reentrant per connection
+(services/storage/backends/sqlite/base.py); the audit-head trigger and its check (E008)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import threading
 
 import pytest
+from django.apps import apps
 from django.db import OperationalError, connection, transaction
-from django.db.backends.sqlite3.base import SQLiteCursorWrapper as DjangoCursor
 
-from credvault.sqlite.base import converted_query, writer_lock_path
-from services import audit, sql
+from services import audit
 from services.accounts import create_account
-from services.models import Account, AuditAction, AuditEvent, AuditOutcome
+from services.models import Account, AuditEvent
+from services.storage.backends.sqlite.base import writer_lock_path
+from services.storage.checks import check_audit_trigger
+from services.storage.schema import create_audit_trigger
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,7 +99,8 @@ def test_an_unopenable_lock_file_is_a_database_error(monkeypatch):
     if connection.vendor != "sqlite":
         pytest.skip("the writer lock belongs to the SQLite backend")
     monkeypatch.setattr(
-        "credvault.sqlite.base.writer_lock_path", lambda name: "/nonexistent-dir/x.lock"
+        "services.storage.backends.sqlite.base.writer_lock_path",
+        lambda name: "/nonexistent-dir/x.lock",
     )
     with pytest.raises(OperationalError, match="writer lock"), transaction.atomic():
         pass
@@ -113,23 +117,76 @@ def test_a_single_write_holds_the_lock_for_its_statement(lock_path):
     assert not held_elsewhere(lock_path)
 
 
+def _finishes(work) -> bool:
+    """Run `work` on a connection of its own; whether it ended within five seconds (a second
+    flock() of the same file by the same connection would wait forever)."""
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            work()
+            done.set()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=5)
+    return done.is_set()
+
+
+def test_a_transaction_inside_a_single_write_shares_its_lock(lock_path):
+    states = []
+
+    def nested() -> None:
+        with connection.single_write():
+            with transaction.atomic():
+                create_account(name="nested")
+                states.append(held_elsewhere(lock_path))
+            states.append(held_elsewhere(lock_path))  # the single write still holds it
+        states.append(held_elsewhere(lock_path))
+
+    assert _finishes(nested)
+    assert states == [True, True, False]
+    assert Account.objects.filter(name="nested").exists()
+
+
+def test_a_single_write_inside_a_transaction_shares_its_lock(lock_path):
+    states = []
+
+    def nested() -> None:
+        with transaction.atomic():
+            with connection.single_write():
+                create_account(name="inner")
+            states.append(held_elsewhere(lock_path))  # the transaction still holds it
+        states.append(held_elsewhere(lock_path))
+
+    assert _finishes(nested)
+    assert states == [True, False]
+
+
+def test_a_closed_connection_lets_go_of_a_nested_lock(lock_path):
+    def close_inside() -> None:
+        connection.ensure_connection()
+        with connection.single_write(), connection.single_write():
+            connection.close()
+            assert not held_elsewhere(lock_path)
+
+    assert _finishes(close_inside)
+    assert not held_elsewhere(lock_path)
+
+
 def test_a_reads_event_is_one_statement_under_the_lock(lock_path, monkeypatch):
     account = create_account(name="reader")
     seen = []
-    append = sql.append_audit_event
 
-    def spy(*args):
+    def spy(execute, sql, params, many, context):
         seen.append((held_elsewhere(lock_path), connection.get_autocommit()))
-        return append(*args)
+        return execute(sql, params, many, context)
 
-    monkeypatch.setattr(sql, "append_audit_event", spy)
-    for _ in range(2):
-        event = audit.record(
-            audit.AuditContext.for_command(account.pk),
-            action=AuditAction.SERVICES_LIST,
-            outcome=AuditOutcome.SUCCESS,
-            status=200,
-        )
+    with connection.execute_wrapper(spy):
+        for _ in range(2):
+            event = audit.record(audit.Actor.command(account.pk), audit.Operation.LIST_SERVICES)
     # Queued on the writers' lock, outside a transaction: the statement commits by itself.
     assert seen == [(True, True), (True, True)]
     assert not held_elsewhere(lock_path)
@@ -140,36 +197,16 @@ def test_a_reads_event_is_one_statement_under_the_lock(lock_path, monkeypatch):
     assert audit.verify_chain(account) == (2, None)
 
 
-@pytest.fixture
-def sqlite() -> None:
-    if connection.vendor != "sqlite":
-        pytest.skip("the parameter style's conversion belongs to the SQLite backend")
-
-
-@pytest.mark.parametrize(
-    ("query", "params"),
-    [
-        ("SELECT %s, %s WHERE 'ab' LIKE 'a%%'", [1, 2]),
-        ("SELECT 1", []),
-        ("SELECT %(a)s, %(b)s, '%%'", {"a": 1, "b": 2}),
-        ("SELECT %(b)s", {"b": 1, "unused": 2}),
-    ],
-)
-def test_a_statement_is_converted_as_django_converts_it(sqlite, query, params):
-    connection.ensure_connection()
-    names = list(params) if isinstance(params, dict) else None
-    django_text = DjangoCursor(connection.connection).convert_query(query, param_names=names)
-    assert converted_query(query, None if names is None else tuple(names)) == django_text
+def test_a_missing_audit_trigger_fails_the_check(lock_path):
+    assert check_audit_trigger(None, databases=["default"]) == []
     with connection.cursor() as cursor:
-        cursor.execute(query, params)  # SQLite accepts the converted text with these params
-        assert cursor.fetchall()
-
-
-def test_the_backend_converts_each_statement_once(sqlite):
-    query = "SELECT %s + 1"
-    with connection.cursor() as cursor:
-        cursor.execute(query, [1])
-        hits = converted_query.cache_info().hits
-        cursor.execute(query, [2])
-        assert cursor.fetchall() == [(3,)]
-    assert converted_query.cache_info().hits == hits + 1
+        cursor.execute("DROP TRIGGER services_auditevent_moves_head")
+    try:
+        [error] = check_audit_trigger(None, databases=["default"])
+        assert error.id == "credvault.E008"
+        assert "trigger" in error.msg
+        assert check_audit_trigger(None, databases=None) == []  # only as a database check
+    finally:
+        with connection.schema_editor() as editor:
+            create_audit_trigger(apps, editor)
+    assert check_audit_trigger(None, databases=["default"]) == []

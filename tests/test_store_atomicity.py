@@ -11,9 +11,9 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from services import connections
 from services.crypto import KeyRing, Place, key_ring
 from services.models import ConnectedService, CredentialField
+from services.storage import queries
 from tests.support import Api, assert_problem, creds
 
 
@@ -72,13 +72,13 @@ class TestFaults:
         assert opened_set(ConnectedService.objects.get()) == {"a": "1", "b": "2", "c": "3"}
 
     def test_fault_while_writing_the_new_fields(self, alice_api, earlier, monkeypatch):
-        real = connections.sql.replace_fields
+        real = queries.replace_fields
 
         def replace_then_fail(*args, **kwargs):
             real(*args, **kwargs)  # the new set is written, then the transaction fails
             raise RuntimeError("injected fault")
 
-        monkeypatch.setattr(connections.sql, "replace_fields", replace_then_fail)
+        monkeypatch.setattr(queries, "replace_fields", replace_then_fail)
         assert_problem(alice_api.store("custom", creds(x="1")), 500, "internal_error")
         assert snapshot() == earlier
 

@@ -4,7 +4,7 @@ Every request writes (at least its audit event), so the workers of a server take
 write lock all the time. SQLite's busy handler polls: a writer that finds the lock taken
 sleeps 1 ms, then 2, 5, 10 ms and more, and retries. A transaction holds the lock for well
 under a millisecond, so the waiting worker sleeps through several of them while its client
-waits (measured: BENCHMARKS.md).
+waits (measured: docs/performance.md).
 
 Here a transaction first takes an exclusive `flock()` on a file beside the database, then runs
 `BEGIN IMMEDIATE`; it lets go after its COMMIT or ROLLBACK. A single write statement outside
@@ -13,6 +13,11 @@ kernel wakes the next writer the moment the lock is let go. Readers take no lock
 them read beside the writer. A process that dies lets go of its lock with it. A program that
 writes the same database without this lock (the sqlite3 shell, say) is still waited for by
 SQLite's busy timeout.
+
+The lock is reentrant per connection: `flock()` is not (a second descriptor of the same file
+would wait on the first forever), so the connection counts how deep it holds the lock and
+lets go when the outermost holder does. `single_write()` around `atomic()`, or the reverse,
+holds one lock.
 """
 
 from __future__ import annotations
@@ -21,27 +26,9 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
-from functools import lru_cache
 
 from django.db.backends.sqlite3 import base, creation
 from django.db.utils import OperationalError
-
-from credvault.cursor import CursorWrapper
-
-
-@lru_cache(maxsize=1024)
-def converted_query(query: str, param_names: tuple[str, ...] | None) -> str:
-    """Django's conversion of a statement to SQLite's parameter style (`%s` to `?`, `%(name)s`
-    to `:name`), done once per statement text: the same few statements run on every request,
-    and the regular expression cost more than looking its result up (BENCHMARKS.md)."""
-    if param_names is None:
-        return base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
-    return query % {name: f":{name}" for name in param_names}
-
-
-class SQLiteCursorWrapper(base.SQLiteCursorWrapper):
-    def convert_query(self, query: str, *, param_names: list[str] | None = None) -> str:
-        return converted_query(query, None if param_names is None else tuple(param_names))
 
 
 def writer_lock_path(database: str) -> str:
@@ -59,41 +46,43 @@ class DatabaseCreation(creation.DatabaseCreation):
 class DatabaseWrapper(base.DatabaseWrapper):
     creation_class = DatabaseCreation
     _writer_lock: int | None = None
-
-    def create_cursor(self, name=None):
-        return self.connection.cursor(factory=SQLiteCursorWrapper)
-
-    def make_cursor(self, cursor):
-        return CursorWrapper(cursor, self)
+    # How many holders (a transaction, single writes) share the lock now.
+    writer_lock_depth = 0
 
     def _take_writer_lock(self) -> None:
-        if self.is_in_memory_db():
-            return  # one connection's database: nobody to queue behind
-        path = writer_lock_path(self.settings_dict["NAME"])
+        self.writer_lock_depth += 1
+        if self.writer_lock_depth > 1 or self.is_in_memory_db():
+            return  # held already; or one connection's database, nobody to queue behind
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise OperationalError(f"cannot open the writer lock: {exc.strerror}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            path = writer_lock_path(self.settings_dict["NAME"])
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise OperationalError(f"cannot open the writer lock: {exc.strerror}") from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
         except BaseException:
-            os.close(fd)
+            self.writer_lock_depth -= 1
             raise
         self._writer_lock = fd
 
-    def _let_go_writer_lock(self) -> None:
-        fd, self._writer_lock = self._writer_lock, None
-        if fd is not None:
-            os.close(fd)  # closing the descriptor lets go of its lock
+    def _let_go_writer_lock(self, *, entirely: bool = False) -> None:
+        if self.writer_lock_depth == 0:
+            return
+        self.writer_lock_depth = 0 if entirely else self.writer_lock_depth - 1
+        if self.writer_lock_depth == 0:
+            fd, self._writer_lock = self._writer_lock, None
+            if fd is not None:
+                os.close(fd)  # closing the descriptor lets go of its lock
 
     @contextlib.contextmanager
     def single_write(self) -> Iterator[None]:
-        """One write statement in autocommit mode, queued on the writer lock like a
-        transaction: SQLite commits the statement by itself before the lock is let go.
-        Inside a transaction, which holds the lock already, nothing to do."""
-        if not self.get_autocommit():
-            yield
-            return
+        """One write statement queued on the writer lock like a transaction: in autocommit
+        mode SQLite commits the statement by itself before the lock is let go. Inside a
+        transaction, which holds the lock, it only counts one more holder."""
         self._take_writer_lock()
         try:
             yield
@@ -124,4 +113,4 @@ class DatabaseWrapper(base.DatabaseWrapper):
         try:
             super()._close()
         finally:
-            self._let_go_writer_lock()
+            self._let_go_writer_lock(entirely=True)

@@ -1,7 +1,7 @@
 """PostgreSQL with a health check that costs no round trip.
 
 Django's health check (`CONN_HEALTH_CHECKS`) sends `SELECT 1` before the first query of every
-request: one round trip of the few an audited request makes (measured: BENCHMARKS.md). An
+request: one round trip of the few an audited request makes (measured: docs/performance.md). An
 idle connection has nothing to read unless the server has sent something on its own: an
 error before it closed the connection (a restart, `pg_terminate_backend`, an idle timeout),
 or the close itself. So an idle connection whose socket is readable, or whose libpq status is
@@ -25,8 +25,6 @@ import psycopg
 from django.conf import settings
 from django.db.backends.postgresql import base
 from psycopg import adapt, pq
-
-from credvault.cursor import CursorWrapper
 
 _TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
 # The C loader of psycopg[binary] where installed; it cannot be subclassed.
@@ -57,9 +55,6 @@ def _utc_adapters(template: adapt.AdaptersMap) -> adapt.AdaptersMap:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
-    def make_cursor(self, cursor):
-        return CursorWrapper(cursor, self)
-
     def get_connection_params(self) -> dict:
         params = super().get_connection_params()
         if settings.USE_TZ and self.timezone is UTC:

@@ -1,0 +1,47 @@
+"""The database settings of credvault's backends, from django-environ's parsed DATABASE_URL.
+Imported by credvault/settings.py: nothing here may import Django's models or connections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+BACKENDS = "services.storage.backends"
+
+
+def database_settings(config: dict[str, Any], *, base_dir: Path) -> dict[str, Any]:
+    """`config` with credvault's backend of its vendor and the options it relies on."""
+    db = dict(config)
+    db["OPTIONS"] = dict(db.get("OPTIONS", {}))
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        # A relative SQLite path is relative to the project, not to the working directory.
+        if db["NAME"] != ":memory:" and not Path(db["NAME"]).is_absolute():
+            db["NAME"] = str(base_dir / db["NAME"])
+        # Several gunicorn workers write to one file: WAL lets readers run beside the writer,
+        # the busy timeout makes a writer wait instead of failing with "database is locked",
+        # and IMMEDIATE transactions take the write lock at BEGIN, so that no transaction has
+        # to upgrade a read lock midway (the upgrade is what fails without waiting). Writers
+        # queue on a file lock first (backends/sqlite).
+        db["ENGINE"] = f"{BACKENDS}.sqlite"
+        db["OPTIONS"].update(
+            {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            }
+        )
+    elif db["ENGINE"] == "django.db.backends.postgresql":
+        db["ENGINE"] = f"{BACKENDS}.postgresql"  # a health check without a round trip
+        # Values bound by the server, and statements run five times prepared by psycopg: the
+        # server stops parsing and planning the same few statements on every request
+        # (docs/performance.md). Django turns psycopg's prepared statements off unless OPTIONS
+        # names a threshold. Behind PgBouncer in transaction mode, prepared statements need
+        # PgBouncer 1.21 or later with max_prepared_statements set.
+        db["OPTIONS"].setdefault("server_side_binding", True)
+        db["OPTIONS"].setdefault("prepare_threshold", 5)
+    # Each gunicorn worker keeps its connection between requests (checked before reuse, so a
+    # database that went away is reconnected to). On SQLite this also spares every request a
+    # fresh connection and a WAL checkpoint at its close.
+    db.setdefault("CONN_MAX_AGE", 600)
+    db.setdefault("CONN_HEALTH_CHECKS", True)
+    return db
