@@ -18,17 +18,22 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from providers.identifiers import (
+    API_KEY,
+    KEY_NAME_PATTERN,
+    KEY_TYPES,
+    OAUTH,
+    OAUTH_MARKERS,
+    SERVICE_PATTERN,
+)
+
 CATALOG_PATH = Path(__file__).with_name("catalog.toml")
 
-_ID = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,62}[a-z0-9])?")
-_KEY_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,64}")
-KEY_TYPES = ("api_key", "oauth")
 METHODS = ("GET", "POST")
 AUTH_TYPES = ("bearer", "header", "basic", "url")
 CATEGORIES = ("ai", "developer", "messaging", "commerce", "identity", "productivity")
 PER_CUSTOMER = "per_customer"
-OAUTH_MARKERS = frozenset({"access_token", "refresh_token"})
 # The optional keyNames of an OAuth shape that names none.
 OAUTH_OPTIONAL = frozenset(
     {"refresh_token", "token_type", "expires_at", "scope", "client_id", "client_secret", "id_token"}
@@ -183,7 +188,7 @@ def _str(entry: Mapping[str, Any], key: str, where: str, *, required: bool = Tru
 def _key_names(entry: Mapping[str, Any], key: str, where: str) -> frozenset[str]:
     value = entry.get(key, [])
     if not isinstance(value, list) or not all(
-        isinstance(v, str) and _KEY_NAME.fullmatch(v) for v in value
+        isinstance(v, str) and KEY_NAME_PATTERN.fullmatch(v) for v in value
     ):
         raise _fail(where, f"`{key}` must be a list of keyNames (lowercase snake case)")
     return frozenset(value)
@@ -303,12 +308,12 @@ def _parse_shape(raw: Any, where: str) -> Shape:
     if "optional" in raw:
         optional = _key_names(raw, "optional", where)
     else:
-        optional = OAUTH_OPTIONAL - required if key_type == "oauth" else frozenset()
+        optional = OAUTH_OPTIONAL - required if key_type == OAUTH else frozenset()
     # The keyType shown for a stored set follows from its keyNames (CONTRACT 3): a shape's
     # declared keyType must be the one its sets get.
-    if key_type == "oauth" and not OAUTH_MARKERS & required:
+    if key_type == OAUTH and not OAUTH_MARKERS & required:
         raise _fail(where, "an oauth shape requires access_token or refresh_token")
-    if key_type == "api_key" and OAUTH_MARKERS & (required | optional):
+    if key_type == API_KEY and OAUTH_MARKERS & (required | optional):
         raise _fail(where, "an api_key shape names no access_token or refresh_token")
     check = None
     if "check" in raw:
@@ -321,7 +326,7 @@ def _parse_provider(raw: Any, position: int) -> Provider:
     if not isinstance(raw, dict):
         raise _fail(where, "must be a table")
     provider_id = _str(raw, "id", where)
-    if not _ID.fullmatch(provider_id):
+    if not SERVICE_PATTERN.fullmatch(provider_id):
         raise _fail(where, "`id` must be a normalized service identifier")
     where = f"provider {provider_id!r}"
     _only(raw, PROVIDER_KEYS, where)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from providers.catalog import CATEGORIES, Provider, catalog
+from providers.catalog import CATEGORIES, OAUTH_OPTIONAL, Provider, Shape, catalog
+from providers.identifiers import OAUTH
 from providers.verification import can_verify
 
 CATEGORY_TITLES = {
@@ -35,6 +36,24 @@ def describe(provider: Provider) -> dict:
 
 def describe_all() -> list[dict]:
     return [describe(provider) for provider in sorted(catalog().values(), key=lambda p: p.id)]
+
+
+def _shape_text(shape: Shape) -> str:
+    text = f"{shape.key_type}: " + ", ".join(f"`{name}`" for name in sorted(shape.required))
+    if shape.key_type == OAUTH and shape.optional == OAUTH_OPTIONAL - shape.required:
+        return text + " (+ the optional OAuth fields)"
+    if shape.optional:
+        return text + " (+ optional " + ", ".join(f"`{n}`" for n in sorted(shape.optional)) + ")"
+    return text
+
+
+def shapes_text() -> str:
+    """Every catalog provider's credential shapes, one Markdown line each, for the OpenAPI
+    document: what a schema cannot say of a body whose shape depends on its `service`."""
+    return "\n".join(
+        f"- `{provider.id}`: " + " | ".join(_shape_text(shape) for shape in provider.shapes)
+        for provider in sorted(catalog().values(), key=lambda p: p.id)
+    )
 
 
 def _check_cell(provider: Provider) -> str:

@@ -1,4 +1,7 @@
-"""Accounts and their API tokens: create, issue, revoke."""
+"""Accounts and their API tokens: create, (de)activate; issue, revoke and expire tokens.
+
+The changes an operator makes (with a command or in the admin) are audited to the account
+they touch, with the actor `cli` or `admin` (services/audit.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +11,11 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from services import tokens
-from services.identifiers import InvalidIdentifier, normalize_service
+from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
+from services import audit, tokens
+from services.audit import Actor, Operation
 from services.models import Account, AgentToken, ApiToken, BearerToken
+from services.storage import queries
 
 
 class AccountError(ValueError):
@@ -33,9 +38,7 @@ def account_name(raw: str) -> str:
     try:
         return normalize_service(raw)
     except InvalidIdentifier:
-        raise AccountError(
-            "an account name is 1 to 64 characters of a-z, 0-9, '.' and '-'"
-        ) from None
+        raise AccountError(f"an account name is {SERVICE_RULE}") from None
 
 
 def create_account(*, name: str) -> Account:
@@ -54,7 +57,8 @@ def get_account(*, name: str) -> Account:
     return account
 
 
-def expiry(expires_in: timedelta | None) -> datetime | None:
+def expires_at(expires_in: timedelta | None) -> datetime | None:
+    """The moment a token issued now for `expires_in` expires; None for no expiry."""
     if expires_in is None:
         return None
     if expires_in <= timedelta(0):
@@ -76,22 +80,81 @@ def create_token(model: type[BearerToken], kind: str, **fields: object) -> Issue
 
 
 def issue_token(
-    *, account: Account, name: str = "", expires_in: timedelta | None = None
+    *,
+    account: Account,
+    name: str = "",
+    expires_in: timedelta | None = None,
+    staff: str = "",
 ) -> IssuedToken:
-    """Create an account token; its plaintext is in the result and nowhere else."""
-    return create_token(
-        ApiToken, tokens.ACCOUNT_KIND, account=account, name=name, expires_at=expiry(expires_in)
-    )
+    """Create an account token, audited to the account (actor `cli`, or the staff user); its
+    plaintext is in the result and nowhere else. A deactivated account gets none."""
+    if not account.is_active:
+        raise AccountError(f"account {account.name!r} is deactivated; reactivate it first")
+    actor = Actor.command(account.pk, staff=staff)
+    with transaction.atomic():
+        queries.lock_audit_head(account_id=account.pk)
+        issued = create_token(
+            ApiToken,
+            tokens.ACCOUNT_KIND,
+            account=account,
+            name=name,
+            expires_at=expires_at(expires_in),
+        )
+        audit.record(actor, Operation.ISSUE_TOKEN, target=issued.token.prefix)
+    return issued
 
 
-def revoke_token(*, prefix: str) -> BearerToken:
-    """Revoke the account token (`cvt_`) or agent token (`cva_`) with this display prefix;
-    effective on its next request."""
-    model = AgentToken if prefix.startswith(f"{tokens.AGENT_KIND}_") else ApiToken
-    token = model.objects.select_related("account").filter(prefix=prefix).first()
+def _find_token(given: str) -> BearerToken:
+    """The token of this display prefix, or of this whole token (by its digest). An error
+    names the display prefix only, never more of what was given."""
+    model = AgentToken if given.startswith(f"{tokens.AGENT_KIND}_") else ApiToken
+    if tokens.is_well_formed(given, given.partition("_")[0]):
+        found = model.objects.filter(digest=tokens.digest(given))
+    else:
+        found = model.objects.filter(prefix=given)
+    token = found.select_related("account").first()
     if token is None:
-        raise AccountError(f"no token with prefix {prefix!r}")
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
+        shown = tokens.display_prefix(given)[: tokens.PREFIX_LENGTH]
+        raise AccountError(f"no token with prefix {shown!r}")
     return token
+
+
+def revoke_token(*, prefix: str, staff: str = "") -> BearerToken:
+    """Revoke the account token (`cvt_`) or agent token (`cva_`) with this display prefix, or
+    this whole token; effective on its next request. Audited to its account."""
+    token = _find_token(prefix)
+    if token.revoked_at is None:
+        with transaction.atomic():
+            queries.lock_audit_head(account_id=token.account_id)
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            actor = Actor.command(token.account_id, staff=staff)
+            audit.record(actor, Operation.REVOKE_TOKEN, target=token.prefix)
+    return token
+
+
+def expire_token(*, prefix: str, expires_in: timedelta, staff: str = "") -> BearerToken:
+    """Make the token expire `expires_in` from now (zero: now). Audited to its account."""
+    token = _find_token(prefix)
+    with transaction.atomic():
+        queries.lock_audit_head(account_id=token.account_id)
+        token.expires_at = timezone.now() + expires_in
+        token.save(update_fields=["expires_at"])
+        actor = Actor.command(token.account_id, staff=staff)
+        audit.record(actor, Operation.EXPIRE_TOKEN, target=token.prefix)
+    return token
+
+
+def set_account_active(*, account: Account, active: bool, staff: str = "") -> bool:
+    """Deactivate an account (every token of it is refused from its next request) or
+    reactivate it. Audited when it changes anything; whether it did."""
+    with transaction.atomic():
+        queries.lock_audit_head(account_id=account.pk)
+        changed = Account.objects.filter(pk=account.pk, is_active=not active).update(
+            is_active=active
+        )
+        if changed:
+            operation = Operation.REACTIVATE_ACCOUNT if active else Operation.DEACTIVATE_ACCOUNT
+            audit.record(Actor.command(account.pk, staff=staff), operation)
+    account.is_active = active
+    return bool(changed)

@@ -1,7 +1,7 @@
 """Agents, their grants and tokens, and the agent credential read (CONTRACT 10).
 
-Plain functions with keyword-only arguments; every change is one transaction that also
-appends its audit event.
+Plain functions with keyword-only arguments. Each records its audit event as it succeeds;
+every change is one transaction, its event included.
 """
 
 from __future__ import annotations
@@ -11,20 +11,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from services import audit, sql, tokens
-from services.accounts import IssuedToken, create_token, expiry
+from services import audit, tokens
+from services.accounts import IssuedToken, create_token, expires_at
+from services.audit import Actor, Operation
 from services.crypto import Place, key_ring
-from services.exceptions import AgentNotFound, NotGranted, ServiceNotConnected
+from services.exceptions import AgentNotFound, NotGranted, ServiceNotConnected, TokenNotFound
 from services.masking import Secret
-from services.models import (
-    Account,
-    Agent,
-    AgentToken,
-    AuditAction,
-    AuditOutcome,
-    Grant,
-)
+from services.models import Agent, AgentToken, AuditEvent, Grant
+from services.storage import queries
 
 
 @dataclass(frozen=True)
@@ -32,6 +28,21 @@ class AgentView:
     name: str
     created_at: datetime
     services: list[str]
+
+
+@dataclass(frozen=True)
+class AgentPut:
+    """An agent after a PUT, whether the PUT created it, and its audit event."""
+
+    agent: AgentView
+    created: bool
+    event: AuditEvent
+
+
+@dataclass(frozen=True)
+class IssuedAgentToken:
+    issued: IssuedToken
+    event: AuditEvent
 
 
 @dataclass(frozen=True)
@@ -53,132 +64,129 @@ def _view(agent: Agent, services: Iterable[str]) -> AgentView:
     return AgentView(name=agent.name, created_at=agent.created_at, services=sorted(services))
 
 
-def list_agents(*, account: Account) -> list[AgentView]:
+def list_agents(*, actor: Actor) -> list[AgentView]:
     """The account's agents with their granted services, by name (two queries)."""
-    agents = Agent.objects.filter(account=account).prefetch_related("grants").order_by("name")
-    return [_view(agent, (grant.service for grant in agent.grants.all())) for agent in agents]
+    agents = (
+        Agent.objects.filter(account_id=actor.account_id)
+        .prefetch_related("grants")
+        .order_by("name")
+    )
+    views = [_view(agent, (grant.service for grant in agent.grants.all())) for agent in agents]
+    audit.record(actor, Operation.LIST_AGENTS)
+    return views
 
 
-def _put_once(
-    *, account: Account, name: str, services: list[str], context: audit.AuditContext
-) -> tuple[AgentView, bool]:
+def _put_once(*, actor: Actor, name: str, services: list[str]) -> AgentPut:
     with transaction.atomic():
-        head = audit.lock_head(context)
-        agent = Agent.objects.select_for_update().filter(account=account, name=name).first()
+        queries.lock_audit_head(account_id=actor.account_id)
+        agent = (
+            Agent.objects.select_for_update().filter(account_id=actor.account_id, name=name).first()
+        )
         created = agent is None
-        if created:
-            agent = Agent.objects.create(account=account, name=name)
+        if agent is None:
+            agent = Agent.objects.create(account_id=actor.account_id, name=name)
         else:
             agent.grants.all().delete()
         Grant.objects.bulk_create(Grant(agent=agent, service=service) for service in services)
-        audit.append(
-            head,
-            context,
-            action=AuditAction.AGENTS_PUT,
-            outcome=AuditOutcome.SUCCESS,
-            status=201 if created else 200,
-            target=name,
-        )
-    return _view(agent, services), created
+        operation = Operation.CREATE_AGENT if created else Operation.REPLACE_GRANTS
+        event = audit.record(actor, operation, target=name)
+    return AgentPut(_view(agent, services), created, event)
 
 
-def put_agent(
-    *, account: Account, name: str, services: list[str], context: audit.AuditContext
-) -> tuple[AgentView, bool]:
+def put_agent(*, actor: Actor, name: str, services: list[str]) -> AgentPut:
     """Create the agent or replace its grants with exactly `services`. A removed grant ends
     the agent's access to that service with this transaction's commit."""
     try:
-        return _put_once(account=account, name=name, services=services, context=context)
+        return _put_once(actor=actor, name=name, services=services)
     except IntegrityError:
         # Two requests created the same agent at once: the loser replaces the winner's grants.
-        return _put_once(account=account, name=name, services=services, context=context)
+        return _put_once(actor=actor, name=name, services=services)
 
 
-def delete_agent(*, account: Account, name: str, context: audit.AuditContext) -> None:
+def delete_agent(*, actor: Actor, name: str) -> AuditEvent:
     """Delete the agent and its grants; its tokens are refused from the next request on."""
     with transaction.atomic():
-        head = audit.lock_head(context)
-        deleted, _ = Agent.objects.filter(account=account, name=name).delete()
+        queries.lock_audit_head(account_id=actor.account_id)
+        deleted, _ = Agent.objects.filter(account_id=actor.account_id, name=name).delete()
         if not deleted:
             raise AgentNotFound()
-        audit.append(
-            head,
-            context,
-            action=AuditAction.AGENTS_DELETE,
-            outcome=AuditOutcome.SUCCESS,
-            status=204,
-            target=name,
-        )
+        return audit.record(actor, Operation.DELETE_AGENT, target=name)
 
 
 def issue_agent_token(
-    *,
-    account: Account,
-    name: str,
-    expires_in: timedelta | None = None,
-    context: audit.AuditContext,
-) -> IssuedToken:
+    *, actor: Actor, name: str, expires_in: timedelta | None = None
+) -> IssuedAgentToken:
     """A new `cva_` token for the agent; its plaintext is in the result and nowhere else."""
     with transaction.atomic():
-        head = audit.lock_head(context)
-        agent = Agent.objects.filter(account=account, name=name).first()
-        if agent is None:
-            raise AgentNotFound()
+        queries.lock_audit_head(account_id=actor.account_id)
+        agent = _agent(actor, name)
         issued = create_token(
             AgentToken,
             tokens.AGENT_KIND,
-            account=account,
+            account_id=actor.account_id,
             agent=agent,
             agent_name=agent.name,
-            expires_at=expiry(expires_in),
+            expires_at=expires_at(expires_in),
         )
-        audit.append(
-            head,
-            context,
-            action=AuditAction.AGENT_TOKENS_ISSUE,
-            outcome=AuditOutcome.SUCCESS,
-            status=201,
-            target=name,
-        )
-    return issued
+        event = audit.record(actor, Operation.ISSUE_AGENT_TOKEN, target=name)
+    return IssuedAgentToken(issued, event)
 
 
-def read_credentials(
-    *, token: AgentToken, service: str, context: audit.AuditContext
-) -> AgentCredentials:
+def _agent(actor: Actor, name: str) -> Agent:
+    agent = Agent.objects.filter(account_id=actor.account_id, name=name).first()
+    if agent is None:
+        raise AgentNotFound()
+    return agent
+
+
+def list_agent_tokens(*, actor: Actor, name: str) -> list[AgentToken]:
+    """The agent's tokens, oldest first: prefixes and dates, never a token or a digest."""
+    tokens_of_agent = list(_agent(actor, name).tokens.order_by("created_at", "pk"))
+    audit.record(actor, Operation.LIST_AGENT_TOKENS, target=name)
+    return tokens_of_agent
+
+
+def revoke_agent_token(*, actor: Actor, name: str, prefix: str) -> AuditEvent:
+    """Revoke the agent's token with this display prefix (already revoked: unchanged); it is
+    refused from its next request."""
+    with transaction.atomic():
+        queries.lock_audit_head(account_id=actor.account_id)
+        token = _agent(actor, name).tokens.filter(prefix=prefix).first()
+        if token is None:
+            raise TokenNotFound()
+        if token.revoked_at is None:
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+        return audit.record(actor, Operation.REVOKE_AGENT_TOKEN, target=name)
+
+
+def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
     """The agent read: the complete stored set of a granted service, or NotGranted (403) or
     ServiceNotConnected (404).
 
-    The grant, the service row and its fields come from one statement: no row means no
-    grant, a row without fields means nothing is stored, and the set is that of a single
-    committed store even while another store replaces it. Its audit event is appended before
-    anything is answered: if the append fails, nothing is. The statement is atomic by itself,
-    so no transaction surrounds the two (on PostgreSQL that would be two more round trips, a
-    BEGIN and a COMMIT; on SQLite the append takes its own write transaction). Nothing
-    decrypted is kept after the response.
+    The grant, the service row and its fields come from one statement, so the set is that of
+    a single committed store even while another store replaces it. Its audit event is
+    appended before anything is answered: if the append fails, nothing is. Both statements are
+    atomic by themselves, so no transaction surrounds them (on PostgreSQL that would be two
+    more round trips, a BEGIN and a COMMIT). Nothing decrypted is kept after the response.
     """
-    rows = sql.fetch(sql.agent_read, [token.account_id, token.agent_id, service])
-    if not rows:
+    found = queries.read_granted_set(
+        account_id=actor.account_id, agent_id=actor.agent_id, service=service
+    )
+    if found is None:
         raise NotGranted()
-    if rows[0][3] is None:
+    if not found.fields:
         raise ServiceNotConnected()
-    key_type, connected_at, generation = rows[0][:3]
     ring = key_ring()
     fields = []
-    for _, _, _, pk, key_name, key_id, ciphertext in rows:
-        place = Place(token.account_id, service, key_name, generation)
-        row = f"credential field {pk} ({service}/{key_name})"
-        fields.append((key_name, ring.open(key_id, ciphertext, place, row=row)))
-    audit.record(
-        context,
-        action=AuditAction.AGENT_READ,
-        outcome=AuditOutcome.SUCCESS,
-        status=200,
-        service=service,
-    )
+    for field in found.fields:
+        place = Place(actor.account_id, service, field.key_name, found.generation)
+        row = f"credential field {field.id} ({service}/{field.key_name})"
+        fields.append((field.key_name, ring.open(field.key_id, field.ciphertext, place, row=row)))
+    audit.record(actor, Operation.READ_CREDENTIALS, service=service)
     return AgentCredentials(
         service=service,
-        key_type=key_type,
-        connected_at=sql.as_datetime(connected_at),
+        key_type=found.key_type,
+        connected_at=found.connected_at,
         fields=fields,
     )

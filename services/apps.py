@@ -10,3 +10,4 @@ class ServicesConfig(AppConfig):
         # Registers the system checks and the OpenAPI description of the token scheme.
         from services import checks  # noqa: F401
         from services.api import schema  # noqa: F401
+        from services.storage import checks as storage_checks  # noqa: F401

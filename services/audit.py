@@ -3,21 +3,23 @@
 Each event stores `prev_digest`, the digest of the account's previous event ("0" * 64 for the
 first), and `digest`:
 
-    digest = SHA-256( prev_digest + "\\n" + canonical form of the event )
+    digest = SHA-256( prev_digest + "\\n" + canonical(event) )
 
-The canonical form is the compact JSON object, keys sorted, of account id, seq, occurred_at
-(RFC 3339, microseconds, Z), token_prefix, agent_name, action, service, target, outcome,
-status and request_id. `seq` counts the account's events from 1, and the account row holds
-the chain's head (last seq and digest). An edited row no longer matches its digest, a deleted
-or reordered row breaks the sequence or the next `prev_digest`, and a row cut from the end no
-longer matches the head: `verify_chain` names the first broken link.
+`canonical` is the one text form of an event: the compact JSON object, keys sorted, of account
+id, seq, occurred_at (RFC 3339, microseconds, Z), token_prefix, agent_name, action, service,
+target, outcome, status and request_id. `seq` counts the account's events from 1, and the
+account row holds the chain's head (last seq and digest). An edited row no longer matches its
+digest, a deleted or reordered row breaks the sequence or the next `prev_digest`, and a row cut
+from the end no longer matches the head: `verify_chain` names the first broken link.
 
-A change takes the account row's lock first (`lock_head`) and appends its event inside the
-same transaction (`append`), so that a change and its event commit together or not at all.
-The database reads the head, counts the seq and computes the digest as it inserts the event
-(`sql.append_audit_event`): PostgreSQL's `sha256()`, or the `SHA256()` Django registers on
-SQLite connections. The same statement moves the head: in a WITH clause on PostgreSQL, by
-a trigger on SQLite (migration 0005). `verify_chain` recomputes every digest here, in Python.
+`record` appends an event: the database reads the head, counts the seq and hashes as it inserts
+(`storage.append_event`), so Python never holds a stale head. Inside a transaction the event
+commits or rolls back with the change it describes; such a transaction takes the account's
+head lock first (`storage.lock_audit_head`, or `storage.lock_service` for a store).
+`verify_chain` recomputes every digest here, in Python.
+
+Which action and status each operation records is the table `Operation`; the outcome follows
+from the status (`outcome_for`).
 """
 
 from __future__ import annotations
@@ -27,59 +29,89 @@ import hmac
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from enum import Enum
 
 from django.utils import timezone
 
-from services import sql
-from services.models import Account, AuditEvent
+from services.models import Account, AuditAction, AuditEvent, AuditOutcome
+from services.storage import queries
 from services.times import rfc3339
 
 GENESIS = "0" * 64
-# The actor of changes made with management commands, in place of a token prefix.
+# The actor of changes made with management commands, in place of a token prefix; and of
+# changes a staff user makes in the admin (the user's name goes in the request id).
 COMMAND_ACTOR = "cli"
+STAFF_ACTOR = "admin"
 
 
 @dataclass(frozen=True, slots=True)
-class AuditContext:
-    """Who acts, in which request: the token's display prefix and the agent name, if any."""
+class Actor:
+    """Who acts, in which request: the account, the token's display prefix, and the agent, if
+    an agent's token sent the request."""
 
     account_id: int
     token_prefix: str
     request_id: str
+    agent_id: int | None = None
     agent_name: str = ""
 
     @classmethod
-    def for_command(cls, account_id: int) -> AuditContext:
-        """A change made with a management command."""
+    def command(cls, account_id: int, *, staff: str = "") -> Actor:
+        """A change made with a management command, or by the staff user `staff` in the
+        admin (`admin`, with the request id `admin:NAME`)."""
+        if staff:
+            return cls(
+                account_id=account_id,
+                token_prefix=STAFF_ACTOR,
+                request_id=f"{STAFF_ACTOR}:{staff}"[:64],
+            )
         return cls(account_id=account_id, token_prefix=COMMAND_ACTOR, request_id=COMMAND_ACTOR)
 
 
-@dataclass(slots=True)
-class NewEvent:
-    """An event being appended: the columns of its row, without a model instance (building
-    one costs more than the rest of the append's Python)."""
+class Operation(Enum):
+    """Every audited operation: the action it records and the status it answers when it
+    succeeds. A refused or failed request records its endpoint's action with the status of its
+    error (`outcome_for`)."""
 
-    account_id: int
-    seq: int
-    occurred_at: datetime
-    token_prefix: str
-    agent_name: str
-    action: str
-    service: str
-    target: str
-    outcome: str
-    status: int
-    request_id: str
-    prev_digest: str
-    digest: str = ""
+    LIST_SERVICES = (AuditAction.SERVICES_LIST, 200)
+    TEST_CREDENTIALS = (AuditAction.SERVICES_TEST, 200)
+    CONNECT_SERVICE = (AuditAction.SERVICES_STORE, 201)
+    REPLACE_CREDENTIALS = (AuditAction.SERVICES_STORE, 200)
+    REMOVE_SERVICE = (AuditAction.SERVICES_REMOVE, 204)
+    LIST_PROVIDERS = (AuditAction.PROVIDERS_LIST, 200)
+    LIST_AGENTS = (AuditAction.AGENTS_LIST, 200)
+    CREATE_AGENT = (AuditAction.AGENTS_PUT, 201)
+    REPLACE_GRANTS = (AuditAction.AGENTS_PUT, 200)
+    DELETE_AGENT = (AuditAction.AGENTS_DELETE, 204)
+    ISSUE_AGENT_TOKEN = (AuditAction.AGENT_TOKENS_ISSUE, 201)
+    LIST_AGENT_TOKENS = (AuditAction.AGENT_TOKENS_LIST, 200)
+    REVOKE_AGENT_TOKEN = (AuditAction.AGENT_TOKENS_REVOKE, 204)
+    LIST_AUDIT_EVENTS = (AuditAction.AUDIT_LIST, 200)
+    READ_CREDENTIALS = (AuditAction.AGENT_READ, 200)
+    # Management commands and the admin: no HTTP answer, so the status an API would give.
+    ISSUE_TOKEN = (AuditAction.TOKENS_ISSUE, 201)
+    REVOKE_TOKEN = (AuditAction.TOKENS_REVOKE, 204)
+    EXPIRE_TOKEN = (AuditAction.TOKENS_EXPIRE, 200)
+    DEACTIVATE_ACCOUNT = (AuditAction.ACCOUNTS_DEACTIVATE, 200)
+    REACTIVATE_ACCOUNT = (AuditAction.ACCOUNTS_REACTIVATE, 200)
+    REENCRYPT = (AuditAction.KEYS_REENCRYPT, 200)
+
+    @property
+    def action(self) -> str:
+        return self.value[0]
+
+    @property
+    def status(self) -> int:
+        return self.value[1]
 
 
-# What `json.dumps` writes for a str (its default `ensure_ascii`).
-_json_string = json.encoder.encode_basestring_ascii
+def outcome_for(status: int) -> str:
+    if status < 400:
+        return AuditOutcome.SUCCESS
+    return AuditOutcome.REFUSED if status < 500 else AuditOutcome.ERROR
 
 
-def canonical(event: AuditEvent | NewEvent) -> str:
+def canonical(event: AuditEvent) -> str:
     fields = {
         "account": event.account_id,
         "seq": event.seq,
@@ -96,148 +128,42 @@ def canonical(event: AuditEvent | NewEvent) -> str:
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
-def canonical_around_seq(event: AuditEvent | NewEvent) -> tuple[str, str]:
-    """The canonical form's text before and after the seq, for a database that appends once it
-    knows the seq: `before + str(seq) + after == canonical(event)`.
-
-    Written out in `canonical`'s key order, each string as `json.dumps` writes it (its ASCII
-    escaping): the same text in a fifth of the time of encoding the dict, on every request
-    (a property test holds the two forms equal).
-    """
-    text = _json_string
-    before = (
-        f'{{"account":{event.account_id:d},"action":{text(event.action)},'
-        f'"agent_name":{text(event.agent_name)},'
-        f'"occurred_at":{text(rfc3339(event.occurred_at))},"outcome":{text(event.outcome)},'
-        f'"request_id":{text(event.request_id)},"seq":'
-    )
-    after = (
-        f',"service":{text(event.service)},"status":{event.status:d},'
-        f'"target":{text(event.target)},"token_prefix":{text(event.token_prefix)}}}'
-    )
-    return before, after
-
-
-def chain_digest(prev_digest: str, event: AuditEvent | NewEvent) -> str:
+def chain_digest(prev_digest: str, event: AuditEvent) -> str:
     return hashlib.sha256(f"{prev_digest}\n{canonical(event)}".encode()).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class Head:
-    """Proof that the transaction holds the lock on the account's chain head."""
-
-    account_id: int
-
-
-def lock_head(context: AuditContext) -> Head:
-    """Lock the account's chain head (its account row) for the rest of the transaction.
-
-    Every transaction that changes something takes this lock first, before any row it
-    changes: one lock order for all writers of an account, so that two of them never wait
-    for each other (a replacing store holding a service row while a creating store holds the
-    account row and waits on that service row was a deadlock). On PostgreSQL that is
-    `SELECT ... FOR UPDATE`; on SQLite the IMMEDIATE transaction holds the database's write
-    lock already, so no statement is needed.
-    """
-    if sql.locks_rows():
-        sql.fetch(sql.lock_audit_head, [context.account_id])
-    return Head(account_id=context.account_id)
-
-
-def lock_head_reading(
-    context: AuditContext, statement: sql.Statement, params: list
-) -> tuple[Head, list[tuple]]:
-    """`lock_head`, and rows read under the lock in the same round trip: `statement` is one of
-    sql.py's that lock the head first where rows are locked (`find_service_locking_head`)."""
-    rows = sql.fetch(statement, params)
-    return Head(account_id=context.account_id), rows
-
-
-def new_event(
-    context: AuditContext,
+def record(
+    actor: Actor,
+    operation: Operation,
     *,
-    action: str,
-    outcome: str,
-    status: int,
-    service: str,
-    target: str,
-) -> NewEvent:
-    """The event of `context`'s request, as of now; its seq and both digests are set by the
-    database as it appends it (`sql.append_audit_event`)."""
-    return NewEvent(
-        account_id=context.account_id,
-        seq=0,
-        occurred_at=timezone.now(),
-        token_prefix=context.token_prefix,
-        agent_name=context.agent_name,
-        action=action,
-        service=service,
-        target=target,
-        outcome=outcome,
-        status=status,
-        request_id=context.request_id,
-        prev_digest="",
-    )
-
-
-def _write(
-    context: AuditContext,
-    *,
-    action: str,
-    outcome: str,
-    status: int,
-    service: str,
-    target: str,
-) -> NewEvent:
-    """Write the account's next event and move its head; the database reads the head, counts
-    the seq and hashes (`sql.append_audit_event`), so Python never holds a stale head.
-
-    One statement: on PostgreSQL it takes the head's lock itself; on SQLite the writer holds
-    the database, and a trigger moves the head as the event is inserted.
-    """
-    event = new_event(
-        context, action=action, outcome=outcome, status=status, service=service, target=target
-    )
-    given = {column: getattr(event, column) for column in sql.AUDIT_GIVEN}
-    event.seq, event.prev_digest, event.digest = sql.append_audit_event(
-        given, *canonical_around_seq(event)
+    status: int | None = None,
+    service: str = "",
+    target: str = "",
+) -> AuditEvent:
+    """Append the event of `actor`'s request: `operation`'s action, with its success status
+    or the `status` it was refused or failed with. One statement, atomic by itself; inside a
+    transaction it is part of it (the transaction holds the account's head lock)."""
+    status = operation.status if status is None else status
+    fields = {
+        "account_id": actor.account_id,
+        "occurred_at": timezone.now(),
+        "token_prefix": actor.token_prefix,
+        "agent_name": actor.agent_name,
+        "action": operation.action,
+        "service": service,
+        "target": target,
+        "outcome": outcome_for(status),
+        "status": status,
+        "request_id": actor.request_id,
+    }
+    event = AuditEvent(seq=queries.SEQ_PENDING, **fields)
+    appended = queries.append_event(**fields, canonical=canonical(event))
+    event.seq, event.prev_digest, event.digest = (
+        appended.seq,
+        appended.prev_digest,
+        appended.digest,
     )
     return event
-
-
-def append(
-    head: Head,
-    context: AuditContext,
-    *,
-    action: str,
-    outcome: str,
-    status: int,
-    service: str = "",
-    target: str = "",
-) -> NewEvent:
-    """Append an event inside the transaction of a change, which holds `head`'s lock."""
-    assert head.account_id == context.account_id, "the lock of another account's chain"
-    return _write(
-        context, action=action, outcome=outcome, status=status, service=service, target=target
-    )
-
-
-def record(
-    context: AuditContext,
-    *,
-    action: str,
-    outcome: str,
-    status: int,
-    service: str = "",
-    target: str = "",
-) -> NewEvent:
-    """Append the event of a request that changes nothing: one statement, atomic by itself,
-    queued on SQLite's writers' lock first. Inside a transaction (a test's, say) it is part
-    of that transaction, which holds the lock already."""
-    with sql.single_write():
-        return _write(
-            context, action=action, outcome=outcome, status=status, service=service, target=target
-        )
 
 
 @dataclass(frozen=True)
@@ -289,15 +215,15 @@ def verify_chain(account: Account) -> tuple[int, Break | None]:
     return count, None
 
 
-def page(
-    *, account: Account, limit: int, before: int | None
-) -> tuple[list[AuditEvent], int | None]:
+def page(*, actor: Actor, limit: int, before: int | None) -> tuple[list[AuditEvent], int | None]:
     """The account's events newest first, below `before` (a seq); and the cursor of the next
-    page. A page never shifts while events are added: they are above every cursor."""
-    events = AuditEvent.objects.filter(account=account).order_by("-seq")
+    page. A page never shifts while events are added: they are above every cursor. The
+    listing's own event is recorded after the page is read."""
+    events = AuditEvent.objects.filter(account_id=actor.account_id).order_by("-seq")
     if before is not None:
         events = events.filter(seq__lt=before)
     rows = list(events[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
+    record(actor, Operation.LIST_AUDIT_EVENTS)
     return rows, (rows[-1].seq if more and rows else None)

@@ -3,12 +3,9 @@ start-up with a clear message (ids credvault.E001 and up), never at the first re
 
 from __future__ import annotations
 
-import sqlite3
-
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Tags, register
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
 
 from providers.verification import BaseUrlError, parse_base_urls
 from services.api.throttling import RateError, parse_rate
@@ -82,18 +79,18 @@ def check_limits(app_configs, **kwargs):
     return errors
 
 
-# The audit append uses INSERT ... RETURNING (services/sql.py).
-SQLITE_MINIMUM = (3, 35, 0)
-
-
-@register()
-def check_sqlite_version(app_configs, **kwargs):
-    if connections["default"].vendor != "sqlite" or sqlite3.sqlite_version_info >= SQLITE_MINIMUM:
+@register(Tags.security, deploy=True)
+def check_not_local(app_configs, **kwargs):
+    """`check --deploy` fails on the settings of the `.env` that `make run` writes."""
+    if settings.CREDVAULT_ENVIRONMENT != "local":
         return []
     return [
         Error(
-            f"SQLite {sqlite3.sqlite_version} is too old: credvault needs 3.35 or later "
-            "(INSERT ... RETURNING).",
-            id="credvault.E007",
+            f"The settings come from a local .env ({settings.ENV_FILE}): plain HTTP, no HSTS, "
+            "no secure cookies. It must not configure production.",
+            hint="Give production its settings in the environment (or a file named by "
+            "CREDVAULT_ENV_FILE) and set CREDVAULT_ENV_FILE= (empty) so that the local .env "
+            "is not read; README, 'Production'.",
+            id="credvault.E009",
         )
     ]

@@ -1,12 +1,21 @@
-"""Domain errors: each carries its HTTP status and problem code, and is rendered as RFC 9457
-problem details in one place (`services/api/errors.py`). Messages never hold a value."""
+"""Every problem the server answers: each class carries its HTTP status, its problem code and
+its default detail, and is rendered as RFC 9457 problem details in one place
+(`services/api/errors.py`; the WSGI wrapper's 411 in `services/api/wsgi.py`). Messages never hold
+a value.
+
+These classes are the one list of problem codes: `problem_code_choices()` collects them for the
+OpenAPI document, which states `code` as a closed set. `FieldErrorCode` is the one list of the
+codes of `errors[]`.
+"""
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 from rest_framework import status
 from rest_framework.exceptions import APIException
 
-from services.identifiers import SERVICE_RULE
+from providers.identifiers import SERVICE_RULE
 
 # The RFC 6750 challenge of every 401 and scope refusal.
 REALM = 'Bearer realm="credvault"'
@@ -34,8 +43,26 @@ class ProblemError(APIException):
         self.extra = extra or {}
 
 
-def field_error(field: str, code: str, message: str) -> dict[str, str]:
-    return {"field": field, "code": code, "message": message}
+class FieldErrorCode(StrEnum):
+    """The `code` of an entry of `errors`: what is wrong with the field it names."""
+
+    UNKNOWN_MEMBER = "unknown_member"
+    REQUIRED = "required"
+    DUPLICATE = "duplicate"
+    INVALID_TYPE = "invalid_type"
+    INVALID_LENGTH = "invalid_length"
+    TOO_SHORT = "too_short"
+    TOO_LONG = "too_long"
+    INVALID = "invalid"
+    INVALID_SERVICE = "invalid_service"
+    MISSING_FIELD = "missing_field"
+    UNEXPECTED_FIELD = "unexpected_field"
+
+
+def field_error(field: str, code: FieldErrorCode, message: str) -> dict[str, str]:
+    """One entry of `errors`. A code outside FieldErrorCode is a programming error: it raises
+    here rather than reach a client as a code the document does not list."""
+    return {"field": field, "code": FieldErrorCode(code).value, "message": message}
 
 
 class MalformedJSON(ProblemError):
@@ -55,7 +82,7 @@ class InvalidService(ProblemError):
     def __init__(self, detail: str | None = None) -> None:
         super().__init__(
             detail,
-            errors=[field_error("service", "invalid", SERVICE_RULE)],
+            errors=[field_error("service", FieldErrorCode.INVALID, SERVICE_RULE)],
         )
 
 
@@ -88,6 +115,12 @@ class AgentNotFound(ProblemError):
     default_detail = "The account has no agent of this name."
 
 
+class TokenNotFound(ProblemError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "token_not_found"
+    default_detail = "The agent has no token with this prefix."
+
+
 class ServiceLimitReached(ProblemError):
     status_code = status.HTTP_409_CONFLICT
     default_code = "service_limit_reached"
@@ -97,6 +130,7 @@ class ServiceLimitReached(ProblemError):
 class VerificationFailed(ProblemError):
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     default_code = "verification_failed"
+    default_detail = "The provider did not accept the credentials; nothing was stored."
 
     def __init__(self, reason: str) -> None:
         super().__init__(
@@ -122,3 +156,84 @@ class ServiceUnavailable(ProblemError):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "service_unavailable"
     default_detail = "The database cannot be reached. Try again shortly."
+
+
+class LengthRequired(ProblemError):
+    """A chunked body on a server that cannot mark its end (`services/api/wsgi.py`)."""
+
+    status_code = status.HTTP_411_LENGTH_REQUIRED
+    default_code = "length_required"
+    default_detail = "Send the body with a Content-Length header."
+
+
+class MissingToken(ProblemError):
+    status_code = status.HTTP_401_UNAUTHORIZED
+    default_code = "not_authenticated"
+    default_detail = "Send an account API token: Authorization: Bearer <token>."
+
+    def __init__(self) -> None:
+        super().__init__(headers={"WWW-Authenticate": REALM})
+
+
+class TokenRefused(ProblemError):
+    """The one answer to a malformed, unknown, revoked or expired token, or a deactivated
+    account (CONTRACT 6): the same body in every case."""
+
+    status_code = status.HTTP_401_UNAUTHORIZED
+    default_code = "invalid_token"
+    default_detail = "The token is malformed, unknown, revoked or expired."
+
+    def __init__(self) -> None:
+        super().__init__(headers={"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
+
+
+class Forbidden(ProblemError):
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "forbidden"
+    default_detail = "The request is not allowed."
+
+
+class PathNotFound(ProblemError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "not_found"
+    default_detail = "There is nothing at this path."
+
+
+class UnsupportedMethod(ProblemError):
+    status_code = status.HTTP_405_METHOD_NOT_ALLOWED
+    default_code = "method_not_allowed"
+    default_detail = "This path does not allow the method."
+
+
+class RateLimited(ProblemError):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "rate_limited"
+    default_detail = "Too many requests with this token."
+
+    def __init__(self, wait: int) -> None:
+        super().__init__(
+            f"Too many requests with this token. Retry after {wait} seconds.",
+            headers={"Retry-After": str(wait)},
+        )
+
+
+class InternalError(ProblemError):
+    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
+    default_code = "internal_error"
+    default_detail = "An internal error occurred."
+
+
+def _problem_classes(base: type[ProblemError] = ProblemError) -> list[type[ProblemError]]:
+    classes = [base]
+    for subclass in base.__subclasses__():
+        classes += _problem_classes(subclass)
+    return classes
+
+
+def problem_code_choices() -> list[tuple[str, str]]:
+    """(code, default detail) of every problem the server answers, sorted by code: the closed
+    set of `code` in the OpenAPI document."""
+    details: dict[str, str] = {}
+    for problem in _problem_classes():
+        details.setdefault(problem.default_code, str(problem.default_detail))
+    return sorted(details.items())

@@ -1,8 +1,9 @@
 """Accounts, their API tokens, connected services and encrypted credential fields.
 
 No model holds plaintext: tokens are stored as SHA-256 digests, credential values as
-AES-256-GCM ciphertext (format in `services/crypto.py`). `str()` and `repr()` show names,
-prefixes and ids only.
+AES-256-GCM ciphertext (format in `services/crypto.py`). `str()` says what an object is by
+name (an account's name, a service identifier, an agent's name, a token's display prefix), which
+the admin uses as its title; `repr()` adds the database id. Neither ever shows secret material.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from providers import identifiers
+
 
 class KeyType(models.TextChoices):
-    API_KEY = "api_key", "API key"
-    OAUTH = "oauth", "OAuth"
+    API_KEY = identifiers.API_KEY, "API key"
+    OAUTH = identifiers.OAUTH, "OAuth"
 
 
 class Account(models.Model):
@@ -93,7 +96,13 @@ class ConnectedService(models.Model):
     service = models.CharField(max_length=64)
     key_type = models.CharField(max_length=16, choices=KeyType.choices)
     connected_at = models.DateTimeField()
-    generation = models.PositiveBigIntegerField(default=1)
+    generation = models.PositiveBigIntegerField(
+        default=1,
+        help_text=(
+            "Rises by one with every store of this service. It is bound into the associated "
+            "data of each stored value, so a value of an earlier set, copied back, fails to open."
+        ),
+    )
 
     class Meta:
         ordering = ["account_id", "service"]
@@ -107,7 +116,7 @@ class ConnectedService(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.account_id}/{self.service}"
+        return f"{self.account.name}/{self.service}"
 
     def __repr__(self) -> str:
         return f"<ConnectedService {self.pk}: account {self.account_id}, {self.service}>"
@@ -200,17 +209,28 @@ class AgentToken(BearerToken):
 
 
 class AuditAction(models.TextChoices):
-    SERVICES_LIST = "services.list"
-    SERVICES_TEST = "services.test"
-    SERVICES_STORE = "services.store"
-    SERVICES_REMOVE = "services.remove"
-    PROVIDERS_LIST = "providers.list"
-    AGENTS_LIST = "agents.list"
-    AGENTS_PUT = "agents.put"
-    AGENTS_DELETE = "agents.delete"
-    AGENT_TOKENS_ISSUE = "agents.issue_token"
-    AUDIT_LIST = "audit.list"
-    AGENT_READ = "agent.read_credentials"
+    # Labelled by their values: the admin shows `tokens.revoke`, as the API and the README
+    # write it, not a generated "Tokens Revoke".
+    SERVICES_LIST = "services.list", "services.list"
+    SERVICES_TEST = "services.test", "services.test"
+    SERVICES_STORE = "services.store", "services.store"
+    SERVICES_REMOVE = "services.remove", "services.remove"
+    PROVIDERS_LIST = "providers.list", "providers.list"
+    AGENTS_LIST = "agents.list", "agents.list"
+    AGENTS_PUT = "agents.put", "agents.put"
+    AGENTS_DELETE = "agents.delete", "agents.delete"
+    AGENT_TOKENS_ISSUE = "agents.issue_token", "agents.issue_token"
+    AGENT_TOKENS_LIST = "agents.list_tokens", "agents.list_tokens"
+    AGENT_TOKENS_REVOKE = "agents.revoke_token", "agents.revoke_token"
+    AUDIT_LIST = "audit.list", "audit.list"
+    AGENT_READ = "agent.read_credentials", "agent.read_credentials"
+    # Made with a management command or in the admin.
+    TOKENS_ISSUE = "tokens.issue", "tokens.issue"
+    TOKENS_REVOKE = "tokens.revoke", "tokens.revoke"
+    TOKENS_EXPIRE = "tokens.expire", "tokens.expire"
+    ACCOUNTS_DEACTIVATE = "accounts.deactivate", "accounts.deactivate"
+    ACCOUNTS_REACTIVATE = "accounts.reactivate", "accounts.reactivate"
+    KEYS_REENCRYPT = "keys.reencrypt", "keys.reencrypt"
 
 
 class AuditOutcome(models.TextChoices):
@@ -236,7 +256,8 @@ class AuditEvent(models.Model):
     agent_name = models.CharField(max_length=64, blank=True)
     action = models.CharField(max_length=32, choices=AuditAction.choices)
     service = models.CharField(max_length=64, blank=True)
-    # The agent an agent operation acts on (agents.put, agents.delete, agents.issue_token).
+    # What an operation acts on besides a service: an agent's name (agents.put, agents.delete,
+    # agents.issue_token), or a token's display prefix (tokens.*, agents.revoke_token).
     target = models.CharField(max_length=64, blank=True)
     outcome = models.CharField(max_length=16, choices=AuditOutcome.choices)
     status = models.PositiveSmallIntegerField()
@@ -252,7 +273,7 @@ class AuditEvent(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.account_id}#{self.seq} {self.action} {self.outcome}"
+        return f"{self.account.name} #{self.seq} {self.action} {self.outcome}"
 
     def __repr__(self) -> str:
         return f"<AuditEvent {self.pk}: account {self.account_id}, seq {self.seq}>"

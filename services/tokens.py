@@ -25,6 +25,10 @@ PREFIX_RANDOM_LENGTH = 8
 
 ACCOUNT_KIND = "cvt"
 AGENT_KIND = "cva"
+# The longest lifetime a token may be issued with, in days (ten years).
+MAX_LIFETIME_DAYS = 3650
+# A display prefix: the kind, `_` and the first random characters (`cvt_AbCd1234`).
+PREFIX_LENGTH = len(ACCOUNT_KIND) + 1 + PREFIX_RANDOM_LENGTH
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,19 +66,35 @@ def require_local_service(name: str, port: int) -> None:
         pytest.skip(message)
 
 
+REDIS_URL = "redis://127.0.0.1:6379/15"
+# This run's keys on the shared Redis: two runs on one machine never see each other's.
+REDIS_PREFIX = f"credvault-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def clear_redis_keys(prefix: str = REDIS_PREFIX) -> None:
+    """Delete this run's keys, leaving every other key on the server alone."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(match=f"{prefix}*"):
+        client.delete(key)
+
+
 @pytest.fixture
 def redis_cache(settings):
-    """The default cache on a real Redis (database 15, flushed around the test)."""
+    """The default cache on a real Redis, under this run's key prefix, emptied around the
+    test."""
     require_local_service("Redis", 6379)
     settings.CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": "redis://127.0.0.1:6379/15",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": REDIS_PREFIX,
         }
     }
-    cache.clear()
+    clear_redis_keys()
     yield cache
-    cache.clear()
+    clear_redis_keys()
 
 
 def _account_with_token(name: str) -> tuple:

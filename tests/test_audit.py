@@ -18,6 +18,14 @@ from tests.test_agents import agent_token, put_agent, read
 
 pytestmark = pytest.mark.django_db
 
+# The fixtures issue each account's token with `issue_token`, an audited operator action: it is
+# every account's first event (seq 1), before anything a test does.
+ISSUED = 1
+
+
+def issued(api: Api) -> tuple:
+    return ("tokens.issue", "success", 201, "", api.token[:12], "")
+
 
 def events(account: Account) -> list[tuple]:
     return list(
@@ -48,6 +56,7 @@ def test_one_event_per_operation_with_its_outcome(alice_api, alice, settings):
     read(token, "slack")
     alice_api.client.get("/api/v1/audit-events", headers=alice_api.headers())
     assert events(alice) == [
+        issued(alice_api),
         ("services.list", "success", 200, "", "", ""),
         ("services.store", "success", 201, "github", "", ""),
         ("services.store", "success", 200, "github", "", ""),
@@ -62,9 +71,9 @@ def test_one_event_per_operation_with_its_outcome(alice_api, alice, settings):
         ("agent.read_credentials", "refused", 403, "github", "", "bot"),
         ("services.store", "success", 201, "slack", "", ""),
         ("agent.read_credentials", "success", 200, "slack", "", "bot"),
-        ("agent.read_credentials", "refused", 403, "", "", ""),  # an account token there
+        ("agent.read_credentials", "refused", 403, "slack", "", ""),  # an account token there
         ("agents.delete", "success", 204, "", "bot", ""),
-        ("agent.read_credentials", "refused", 401, "", "", "bot"),
+        ("agent.read_credentials", "refused", 401, "slack", "", "bot"),  # the path's service
         ("audit.list", "success", 200, "", "", ""),
     ]
 
@@ -78,15 +87,15 @@ def test_a_rate_limited_request_is_audited_as_refused(alice_api, alice, settings
 
 def test_an_event_holds_who_what_and_the_request_id(alice_api, alice):
     response = alice_api.store("github", creds(api_key="v"))
-    event = AuditEvent.objects.get(account=alice)
+    event = AuditEvent.objects.get(account=alice, action="services.store")
     assert event.token_prefix == alice_api.token[:12]
     assert event.request_id == response["X-Request-ID"]
-    assert event.seq == 1
-    assert event.prev_digest == audit.GENESIS
+    assert event.seq == ISSUED + 1
+    assert event.prev_digest == AuditEvent.objects.get(account=alice, seq=ISSUED).digest
     listed = alice_api.client.get("/api/v1/audit-events", headers=alice_api.headers()).json()
-    assert listed["events"][-1] == {
-        "seq": 1,
-        "time": listed["events"][-1]["time"],
+    assert listed["events"][-2] == {
+        "seq": ISSUED + 1,
+        "time": listed["events"][-2]["time"],
         "tokenPrefix": alice_api.token[:12],
         "agent": None,
         "action": "services.store",
@@ -99,19 +108,20 @@ def test_an_event_holds_who_what_and_the_request_id(alice_api, alice):
 
 
 def test_anonymous_and_unknown_tokens_reach_no_account(alice, anonymous_api):
+    before = AuditEvent.objects.count()
     anonymous_api.list()
     Api(Client(), "cvt_" + "A" * 46).list()
-    assert not AuditEvent.objects.exists()
+    assert AuditEvent.objects.count() == before
 
 
 def test_accounts_have_their_own_chains(alice_api, bob_api, alice, bob):
     alice_api.list()
     bob_api.list()
     bob_api.list()
-    assert [e.seq for e in AuditEvent.objects.filter(account=alice)] == [1]
-    assert sorted(e.seq for e in AuditEvent.objects.filter(account=bob)) == [1, 2]
+    assert sorted(e.seq for e in AuditEvent.objects.filter(account=alice)) == [1, 2]
+    assert sorted(e.seq for e in AuditEvent.objects.filter(account=bob)) == [1, 2, 3]
     assert (
-        bob_api.client.get("/api/v1/audit-events", headers=bob_api.headers()).json()["events"][-1][
+        bob_api.client.get("/api/v1/audit-events", headers=bob_api.headers()).json()["events"][-2][
             "tokenPrefix"
         ]
         == bob_api.token[:12]
@@ -135,7 +145,7 @@ def test_no_secret_or_token_in_any_event(alice_api, alice):
 
 def test_the_event_is_written_with_its_change(alice_api, alice, monkeypatch):
     """An audit write that fails undoes the change it describes."""
-    real = audit.append
+    real = audit.record
     calls = {"n": 0}
 
     def failing_first(*args, **kwargs):
@@ -144,10 +154,10 @@ def test_the_event_is_written_with_its_change(alice_api, alice, monkeypatch):
             raise RuntimeError("audit store down")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(audit, "append", failing_first)
+    monkeypatch.setattr(audit, "record", failing_first)
     assert_problem(alice_api.store("github", creds(api_key="v")), 500, "internal_error")
     assert not ConnectedService.objects.exists()
-    assert events(alice) == [("services.store", "error", 500, "github", "", "")]
+    assert events(alice) == [issued(alice_api), ("services.store", "error", 500, "github", "", "")]
 
 
 class TestVerifyAudit:
@@ -165,9 +175,9 @@ class TestVerifyAudit:
     def test_an_untouched_chain_verifies(self, chain, bob_api):
         bob_api.list()
         out, _ = self._verify()
-        assert "account alice: 5 events, chain intact" in out
+        assert f"account alice: {ISSUED + 5} events, chain intact" in out
         assert f"head {Account.objects.get(name='alice').audit_head}" in out
-        assert "account bob: 1 events, chain intact" in out
+        assert f"account bob: {ISSUED + 1} events, chain intact" in out
 
     def _broken(self, *args: str) -> str:
         err = StringIO()
@@ -196,7 +206,10 @@ class TestVerifyAudit:
 
     def test_a_row_cut_from_the_end_is_detected(self, chain):
         AuditEvent.objects.filter(pk=chain[-1].pk).delete()
-        assert "broken at seq 5 (the chain's head): the head records seq 5" in self._broken()
+        last = ISSUED + 5
+        assert f"broken at seq {last} (the chain's head): the head records seq {last}" in (
+            self._broken()
+        )
 
     def test_an_unknown_account_is_an_error(self, db):
         with pytest.raises(CommandError, match="no account named"):
@@ -216,13 +229,13 @@ class TestListing:
             return response.json()
 
         first = page(limit="3")
-        assert [e["seq"] for e in first["events"]] == [7, 6, 5]
+        assert [e["seq"] for e in first["events"]] == [8, 7, 6]
         for index in range(4):  # new events while the client pages
             alice_api.store(f"later-{index}", creds(api_key="v"))
         second = page(limit="3", before=first["next"])
         third = page(limit="3", before=second["next"])
-        assert [e["seq"] for e in second["events"]] == [4, 3, 2]
-        assert [e["seq"] for e in third["events"]] == [1]
+        assert [e["seq"] for e in second["events"]] == [5, 4, 3]
+        assert [e["seq"] for e in third["events"]] == [2, 1]  # the fixture's token at seq 1
         assert third["next"] is None
 
     @pytest.mark.parametrize("query", [{"limit": "0"}, {"limit": "201"}, {"before": "x"}])
@@ -265,6 +278,6 @@ def test_racing_reads_and_changes_keep_one_unbroken_chain(alice_account_and_toke
     account.refresh_from_db()
     count, broken = audit.verify_chain(account)
     assert broken is None, str(broken)
-    assert count == 6 * 15 == account.audit_seq
+    assert count == ISSUED + 6 * 15 == account.audit_seq
     seqs = list(AuditEvent.objects.filter(account=account).values_list("seq", flat=True))
-    assert sorted(seqs) == list(range(1, 91))
+    assert sorted(seqs) == list(range(1, ISSUED + 91))

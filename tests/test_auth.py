@@ -155,47 +155,30 @@ class TestLastUsed:
 
 
 class TestTokenLookup:
-    """`_lookup` makes a token and its account from one row, as the ORM makes loaded
-    instances: the fields a request reads hold the stored values, the others are deferred
-    (never a made-up default), and the account is cached on the token."""
+    """`find_token` reads a token and its account (and agent) in one query, as plain stored
+    values; authentication turns an accepted one into a frozen Principal."""
 
     @pytest.fixture
     def tokens_of_both_kinds(self, db):
         from services import agents
         from services.accounts import create_account
-        from services.audit import AuditContext
+        from services.audit import Actor
 
         account = create_account(name="lookup")
-        context = AuditContext.for_command(account.pk)
-        agents.put_agent(account=account, name="bot", services=["github"], context=context)
+        actor = Actor.command(account.pk)
+        agents.put_agent(actor=actor, name="bot", services=["github"])
         return [
             (ApiToken, issue_token(account=account, name="cli").plaintext),
             (
                 AgentToken,
-                agents.issue_agent_token(account=account, name="bot", context=context).plaintext,
+                agents.issue_agent_token(actor=actor, name="bot").issued.plaintext,
             ),
         ]
-
-    def test_the_read_fields_are_in_the_models_order(self):
-        from services.api.authentication import (
-            ACCOUNT_FIELDS,
-            ACCOUNT_TOKEN_FIELDS,
-            AGENT_TOKEN_FIELDS,
-        )
-        from services.models import Account
-
-        for model, fields in [
-            (ApiToken, ACCOUNT_TOKEN_FIELDS),
-            (AgentToken, AGENT_TOKEN_FIELDS),
-            (Account, ACCOUNT_FIELDS),
-        ]:
-            in_order = [f.attname for f in model._meta.concrete_fields if f.attname in fields]
-            assert in_order == list(fields), model
 
     def test_a_looked_up_token_holds_the_stored_values(
         self, tokens_of_both_kinds, django_assert_num_queries
     ):
-        from services.api.authentication import _lookup
+        from services.api.authentication import find_token
 
         for model, plaintext in tokens_of_both_kinds:
             model.objects.filter(digest=tokens.digest(plaintext)).update(
@@ -204,22 +187,34 @@ class TestTokenLookup:
             )
             stored = model.objects.select_related("account").get(digest=tokens.digest(plaintext))
             with django_assert_num_queries(1):
-                token = _lookup(plaintext)
-                account = token.account
-            assert type(token) is model
-            assert not token._state.adding
-            for name in ("id", "prefix", "last_used_at", "expires_at", "revoked_at", "account_id"):
-                assert getattr(token, name) == getattr(stored, name), name
+                token = find_token(plaintext)
+            assert token.kind == ("agent" if model is AgentToken else "account")
+            assert (token.id, token.prefix, token.account_id) == (
+                stored.pk,
+                stored.prefix,
+                stored.account_id,
+            )
+            assert (token.last_used_at, token.expires_at, token.revoked_at) == (
+                stored.last_used_at,
+                stored.expires_at,
+                None,
+            )
             assert token.last_used_at.tzinfo is not None
+            assert (token.account_name, token.account_active) == ("lookup", True)
             if model is AgentToken:
                 assert (token.agent_id, token.agent_name) == (stored.agent_id, "bot")
-            assert (account.pk, account.name, account.is_active) == (
-                stored.account.pk,
-                "lookup",
-                True,
-            )
-            assert token.get_deferred_fields() == {"name", "digest", "created_at"}
-            assert account.get_deferred_fields() == {"created_at", "audit_seq", "audit_head"}
-            # A deferred field is read from the database, not made up.
-            with django_assert_num_queries(1):
-                assert token.created_at == stored.created_at
+            else:
+                assert (token.agent_id, token.agent_name) == (None, "")
+
+    def test_the_principal_is_frozen_and_holds_no_token(self, tokens_of_both_kinds):
+        import dataclasses
+
+        from services.api.authentication import find_token, principal_of
+
+        for _, plaintext in tokens_of_both_kinds:
+            principal = principal_of(find_token(plaintext))
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                principal.account_id = 0
+            assert plaintext not in repr(principal)
+            assert tokens.digest(plaintext) not in repr(principal)
+            assert principal.account_name == "lookup"

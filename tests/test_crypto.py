@@ -165,6 +165,15 @@ def test_reencrypt_rotates_every_value_and_keeps_it(alice_api, bob_api, settings
     assert "re-sealed 5/16" in out.getvalue()
     assert "re-sealed 16/16" in out.getvalue()
     assert set(CredentialField.objects.values_list("key_id", flat=True)) == {"new"}
+    # Every batch records one event in each account it touched; the chains stay whole.
+    from services import audit
+    from services.models import Account, AuditEvent
+
+    for account in Account.objects.all():
+        rotations = AuditEvent.objects.filter(account=account, action="keys.reencrypt")
+        assert rotations.exists()
+        assert set(rotations.values_list("token_prefix", flat=True)) == {"cli"}
+        assert audit.verify_chain(account)[1] is None
 
     # The old key can now be dropped: everything opens with the new one alone.
     settings.CREDVAULT_ENCRYPTION_KEYS = f"new:{KEY_B}"
@@ -217,8 +226,10 @@ def test_reencrypt_stops_at_a_row_that_does_not_open(alice_api, settings):
     settings.CREDVAULT_ENCRYPTION_KEYS = f"old:{KEY_A}"
     alice_api.store("custom", creds(api_key="value"))
     field = CredentialField.objects.get()
+    sealed = bytes(field.ciphertext)
+    # The last byte of the tag flipped (set to a fixed value, it was that value 1 time in 256).
     CredentialField.objects.filter(pk=field.pk).update(
-        ciphertext=bytes(field.ciphertext)[:-1] + b"\x00"
+        ciphertext=sealed[:-1] + bytes([sealed[-1] ^ 0x01])
     )
     settings.CREDVAULT_ENCRYPTION_KEYS = f"new:{KEY_B},old:{KEY_A}"
     with pytest.raises(CommandError, match=f"CredentialField|credential field {field.pk}"):

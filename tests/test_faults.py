@@ -17,7 +17,13 @@ from django.db import connection
 from django.test import Client
 
 from scripts.harness import Gunicorn, request, server_env
-from tests.conftest import KEY_B, require_local_service
+from tests.conftest import (
+    KEY_B,
+    REDIS_PREFIX,
+    REDIS_URL,
+    clear_redis_keys,
+    require_local_service,
+)
 from tests.support import assert_problem, creds, elapsed
 
 
@@ -182,16 +188,17 @@ def test_killing_workers_in_the_middle_of_stores_leaves_complete_sets(alice_acco
 @pytest.mark.django_db(transaction=True)
 def test_the_rate_limit_holds_in_total_across_four_workers_on_redis(alice_account_and_token):
     require_local_service("Redis", 6379)
-    import redis
-
-    redis.Redis.from_url("redis://127.0.0.1:6379/14").flushdb()
+    prefix = f"{REDIS_PREFIX}-workers"
+    clear_redis_keys(prefix)
     _, token = alice_account_and_token
     # An hourly window, so that the count cannot reset during the burst (unless the hour
     # turns within it: then wait for the new hour).
     if 3600 - time.time() % 3600 < 30:
         time.sleep(3600 - time.time() % 3600 + 1)
     env = server_env(
-        database_url(), CACHE_URL="redis://127.0.0.1:6379/14", CREDVAULT_RATE_LIMIT="25/hour"
+        database_url(),
+        CACHE_URL=f"{REDIS_URL}?key_prefix={prefix}",
+        CREDVAULT_RATE_LIMIT="25/hour",
     )
     statuses: Counter = Counter()
     lock = threading.Lock()
@@ -210,4 +217,5 @@ def test_the_rate_limit_holds_in_total_across_four_workers_on_redis(alice_accoun
             thread.start()
         for thread in threads:
             thread.join(timeout=60)
+    clear_redis_keys(prefix)
     assert statuses == Counter({200: 25, 429: 55}), statuses

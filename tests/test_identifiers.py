@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.identifiers import InvalidIdentifier, is_key_name, key_type_for, normalize_service
+from providers.identifiers import InvalidIdentifier, is_key_name, key_type_for, normalize_service
 from tests.support import assert_problem, creds
 
 

@@ -302,3 +302,58 @@ def test_every_error_of_a_body_is_reported_at_once(alice_api):
         "credentials[1].value",
         "credentials[2]",
     }
+
+
+@pytest.fixture
+def documented() -> dict:
+    """The request shapes of the OpenAPI document the server serves."""
+    from django.test import Client
+
+    return (
+        Client()
+        .get("/api/v1/schema", HTTP_ACCEPT="application/json")
+        .json()["components"]["schemas"]
+    )
+
+
+@pytest.mark.django_db
+def test_the_documented_limits_are_the_enforced_ones(alice_api, documented):
+    """One definition of the shape (services/api/serializers.py) documents and validates."""
+    most = documented["CredentialInput"]["properties"]["credentials"]["maxItems"]
+    longest = documented["CredentialEntry"]["properties"]["value"]["maxLength"]
+    pattern = documented["CredentialEntry"]["properties"]["keyName"]["pattern"]
+    assert (most, longest, pattern) == (20, 16384, "^[a-z][a-z0-9_]{0,63}$")
+    at_most = [entry(f"k{i}", "v") for i in range(most)]
+    assert alice_api.raw("PUT", PATHS["store"][1], body(service="a", credentials=at_most))
+    for raw, field, code in [
+        (body(service="a", credentials=[*at_most, entry("over")]), "credentials", "invalid_length"),
+        (
+            body(service="a", credentials=[entry(value="v" * (longest + 1))]),
+            "credentials[0].value",
+            "too_long",
+        ),
+        (body(service="a", credentials=[entry("K")]), "credentials[0].keyName", "invalid"),
+    ]:
+        problem = assert_problem(
+            alice_api.raw("PUT", PATHS["store"][1], raw), 400, "invalid_request"
+        )
+        assert (problem["errors"][0]["field"], problem["errors"][0]["code"]) == (field, code)
+    ok = alice_api.raw(
+        "PUT", PATHS["store"][1], body(service="b", credentials=[entry(value="v" * longest)])
+    )
+    assert ok.status_code == 201
+
+
+@pytest.mark.django_db
+def test_the_documented_agent_limits_are_the_enforced_ones(alice_api, documented):
+    most = documented["AgentInput"]["properties"]["services"]["maxItems"]
+    days = documented["AgentTokenInput"]["properties"]["expiresInDays"]["maximum"]
+    assert (most, days) == (100, 3650)
+    grants = [f"svc-{i}" for i in range(most)]
+    assert alice_api.raw("PUT", "/api/v1/agents/bot", body(services=grants)).status_code == 201
+    over = alice_api.raw("PUT", "/api/v1/agents/bot", body(services=[*grants, "one-more"]))
+    assert assert_problem(over, 400, "invalid_request")["errors"][0]["code"] == "invalid_length"
+    tokens = "/api/v1/agents/bot/tokens"
+    assert alice_api.raw("POST", tokens, body(expiresInDays=days)).status_code == 201
+    late = alice_api.raw("POST", tokens, body(expiresInDays=days + 1))
+    assert assert_problem(late, 400, "invalid_request")["errors"][0]["field"] == "expiresInDays"

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test import Client
 
 from services import tokens
-from services.connections import credential_set
+from services.credentials import credential_set
 from services.masking import Secret
 from services.models import (
     Account,
@@ -187,3 +187,28 @@ def test_admin_can_revoke_a_token(alice_api):
     token.refresh_from_db()
     assert token.revoked_at is not None
     assert alice_api.list().status_code == 401
+    # Audited to the account, with the staff user as the actor.
+    event = AuditEvent.objects.get(action="tokens.revoke")
+    assert (event.token_prefix, event.request_id, event.target) == (
+        "admin",
+        "admin:staff",
+        token.prefix,
+    )
+
+
+@pytest.mark.django_db
+def test_admin_deactivation_is_audited(alice_api, alice):
+    staff = User.objects.create_superuser("staff", "staff@example.com", "pw")
+    client = Client()
+    client.force_login(staff)
+    response = client.post(
+        "/admin/services/account/", {"action": "deactivate", "_selected_action": [alice.pk]}
+    )
+    assert response.status_code == 302
+    assert alice_api.list().status_code == 401
+    event = AuditEvent.objects.get(action="accounts.deactivate")
+    assert (event.account_id, event.token_prefix, event.request_id) == (
+        alice.pk,
+        "admin",
+        "admin:staff",
+    )

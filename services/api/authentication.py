@@ -5,15 +5,15 @@ looked up by its SHA-256 digest: one indexed query joined to its account (and ag
 `last_used_at` is written at most once a minute per token. Every refusal has the same body and
 challenge. A valid token of the other kind is 403 `insufficient_scope`.
 
-The request carries what the audit needs: `credvault_audit`, the actor of an accepted token,
-or of a known token refused as revoked or expired (so that its refusal is audited too).
+An accepted token becomes the request's `Principal` (`request.user` and
+`request.context.principal`); a known token refused as revoked or expired leaves its principal
+in the context too, so that the refusal is audited to its account.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Q
 from django.utils import timezone
 from rest_framework import HTTP_HEADER_ENCODING
@@ -21,31 +21,28 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from services import sql, tokens
-from services.api.middleware import request_id_of
-from services.audit import AuditContext
+from services import tokens
+from services.api.context import Principal
 from services.exceptions import REALM, InsufficientScope
-from services.models import Account, AgentToken, ApiToken, BearerToken
+from services.models import AgentToken, ApiToken
+from services.storage import queries
+from services.storage.queries import ACCOUNT_TOKEN, AGENT_TOKEN, StoredToken
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+_MODELS = {ACCOUNT_TOKEN: ApiToken, AGENT_TOKEN: AgentToken}
+_TOKEN_KINDS = {ACCOUNT_TOKEN: tokens.ACCOUNT_KIND, AGENT_TOKEN: tokens.AGENT_KIND}
 
 
 class InvalidToken(AuthenticationFailed):
-    default_code = "invalid_token"
-    default_detail = "The token is malformed, unknown, revoked or expired."
+    """A refused token, rendered as `exceptions.TokenRefused` (services/api/errors.py): the
+    same body and challenge for every kind of refusal."""
 
 
-def _bearer_token(request: Request) -> str | None:
+def bearer_token(request: Request) -> str | None:
     """The token of an `Authorization: Bearer` header, '' when malformed, None when absent.
-
-    The header's bytes, as the REST framework's `get_authorization_header` gives them; read
-    from the WSGI environment, not through `request.headers`, a dict of every header that
-    would be built for this alone on each request.
-    """
-    header = request.META.get("HTTP_AUTHORIZATION", "").encode(HTTP_HEADER_ENCODING)
-    if not header:
-        return None
-    parts = header.split()
+    Read from the WSGI environment, as Latin-1 bytes like the REST framework reads it."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    parts = header.encode(HTTP_HEADER_ENCODING, errors="replace").split()
     if not parts or parts[0].lower() != b"bearer":
         return None
     if len(parts) != 2:
@@ -56,114 +53,77 @@ def _bearer_token(request: Request) -> str | None:
         return ""
 
 
-def touch_last_used(token: BearerToken) -> None:
-    now = timezone.now()
+def find_token(raw: str) -> StoredToken | None:
+    """The stored token for a well-formed `raw`, None when unknown; no query when malformed."""
+    for kind, prefix in _TOKEN_KINDS.items():
+        if tokens.is_well_formed(raw, prefix):
+            return queries.find_token(kind=kind, digest=tokens.digest(raw))
+    return None
+
+
+def is_refused(token: StoredToken, now: datetime) -> bool:
+    if token.revoked_at is not None or not token.account_active:
+        return True
+    if token.expires_at is not None and token.expires_at <= now:
+        return True
+    return token.kind == AGENT_TOKEN and token.agent_id is None  # its agent was deleted
+
+
+def touch_last_used(token: StoredToken, now: datetime) -> None:
     if token.last_used_at is not None and now - token.last_used_at < LAST_USED_RESOLUTION:
         return
     # The condition keeps two workers from both writing within the same minute.
-    type(token).objects.filter(pk=token.pk).filter(
+    _MODELS[token.kind].objects.filter(pk=token.id).filter(
         Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_RESOLUTION)
     ).update(last_used_at=now)
-    token.last_used_at = now
 
 
-# What a request reads of a token and its account (sql.account_token, sql.agent_token), in the
-# order of the models' fields, as `from_db` takes them. The other fields are deferred, as
-# `.only()` leaves them: read on access, with a query. No request path reads them, as the
-# query counts of the hot paths show (tests/test_queries.py).
-ACCOUNT_TOKEN_FIELDS = ("id", "prefix", "last_used_at", "expires_at", "revoked_at", "account_id")
-AGENT_TOKEN_FIELDS = (*ACCOUNT_TOKEN_FIELDS, "agent_id", "agent_name")
-ACCOUNT_FIELDS = ("id", "name", "is_active")
-
-
-def _lookup(raw: str) -> BearerToken | None:
-    """The stored token for a well-formed `raw`, None when unknown; no query when malformed.
-
-    One indexed query joined to the account; it runs on every authenticated request, so it is
-    fixed SQL read with a plain cursor (services/sql.py), and its rows are made into
-    instances as the ORM makes loaded ones.
-    """
-    if tokens.is_well_formed(raw, tokens.ACCOUNT_KIND):
-        model: type[BearerToken] = ApiToken
-        statement, fields = sql.account_token, ACCOUNT_TOKEN_FIELDS
-    elif tokens.is_well_formed(raw, tokens.AGENT_KIND):
-        model, statement, fields = AgentToken, sql.agent_token, AGENT_TOKEN_FIELDS
-    else:
-        return None
-    rows = sql.fetch(statement, [tokens.digest(raw)])
-    if not rows:
-        return None
-    pk, prefix, last_used, expires, revoked, account_id, *agent, name, active = rows[0]
-    token = model.from_db(
-        DEFAULT_DB_ALIAS,
-        fields,
-        (
-            pk,
-            prefix,
-            sql.as_datetime(last_used),
-            sql.as_datetime(expires),
-            sql.as_datetime(revoked),
-            account_id,
-            *agent,
-        ),
-    )
-    account = Account.from_db(DEFAULT_DB_ALIAS, ACCOUNT_FIELDS, (account_id, name, bool(active)))
-    model.account.field.set_cached_value(token, account)  # as select_related caches it
-    return token
-
-
-def _refusal(token: BearerToken | None, now) -> bool:
-    if token is None or token.is_revoked or token.is_expired(now):
-        return True
-    if not token.account.is_active:
-        return True
-    return isinstance(token, AgentToken) and token.agent_id is None
-
-
-def _context(request: Request, token: BearerToken) -> AuditContext:
-    return AuditContext(
-        account_id=token.account_id,
+def principal_of(token: StoredToken) -> Principal:
+    return Principal(
+        kind=token.kind,
+        token_id=token.id,
         token_prefix=token.prefix,
-        request_id=request_id_of(request),
-        agent_name=token.agent_name if isinstance(token, AgentToken) else "",
+        account_id=token.account_id,
+        account_name=token.account_name,
+        agent_id=token.agent_id,
+        agent_name=token.agent_name,
     )
 
 
 class _TokenAuthentication(BaseAuthentication):
-    """Accepts the tokens of `model`; a valid token of the other kind is insufficient scope."""
+    """Accepts the tokens of `kind`; a valid token of the other kind is insufficient scope."""
 
-    model: type[BearerToken]
+    kind: str
 
-    def authenticate(self, request: Request) -> tuple[Account, BearerToken] | None:
-        raw = _bearer_token(request)
+    def authenticate(self, request: Request) -> tuple[Principal, None] | None:
+        raw = bearer_token(request)
         if raw is None:
             return None
-        token = _lookup(raw)
-        now = timezone.now()
-        if _refusal(token, now):
-            if token is not None:
-                # A known token, refused: its account still learns of the attempt.
-                request._request.credvault_audit = _context(request, token)
+        token = find_token(raw)
+        if token is None:
             raise InvalidToken()
-        # Read by the access log and the audit: who acted, never the token.
-        request._request.credvault_token_prefix = token.prefix
-        request._request.credvault_audit = _context(request, token)
-        if not isinstance(token, self.model):
+        context = request.context
+        context.principal = principal_of(token)
+        now = timezone.now()
+        if is_refused(token, now):
+            raise InvalidToken()
+        context.authenticated = True
+        if token.kind != self.kind:
             raise InsufficientScope()
-        touch_last_used(token)
-        return token.account, token
+        touch_last_used(token, now)
+        return context.principal, None
 
     def authenticate_header(self, request: Request) -> str:
         return REALM
 
 
 class AccountTokenAuthentication(_TokenAuthentication):
-    """`request.user` is the Account, `request.auth` the ApiToken."""
+    """`request.user` is the Principal of an account token."""
 
-    model = ApiToken
+    kind = ACCOUNT_TOKEN
 
 
 class AgentTokenAuthentication(_TokenAuthentication):
-    """`request.user` is the Account, `request.auth` the AgentToken (with its agent)."""
+    """`request.user` is the Principal of an agent token (with its agent)."""
 
-    model = AgentToken
+    kind = AGENT_TOKEN

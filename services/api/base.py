@@ -1,27 +1,30 @@
 """The base of every API view: authentication, per-token rate limit, JSON only, 405 before
-authentication, and the audit of every request whose actor is known.
+authentication, and the audit of every refused or failed request whose actor is known.
 
-Business functions that change something record their own event inside their transaction
-and the view marks the request as audited. Any other request with a known actor (reads,
-refusals, errors) is recorded here once the response is known: success below 400, refused for
-4xx, error for 5xx. A successful read that cannot be audited is not answered (503).
+A successful request is audited by the business function it calls, where the operation
+happens (`services.audit.record`, inside the transaction of a change). A request that ends
+in an error response (an exception: refused with a 4xx, failed with a 5xx) is audited here,
+once its status is known, with the action of the view's `operations` entry for its method and
+the service or agent it was about (`request.context`: from the path, noted before
+authentication, or from the body, noted by the view).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from providers.identifiers import InvalidIdentifier, normalize_service
 from services import audit
-from services.api.errors import database_unavailable
+from services.api.context import ApiRequest, RequestContext
 from services.api.throttling import TokenRateThrottle
-from services.models import AuditOutcome
+from services.audit import Operation
 
 logger = logging.getLogger("credvault.audit")
 
@@ -37,71 +40,47 @@ class JSONOnlyNegotiation(BaseContentNegotiation):
         return renderer, renderer.media_type
 
 
-def note_service(request: Request, service: str) -> None:
-    """The normalized service a request is about, for its audit event."""
-    request._request.credvault_service = service
-
-
-def note_target(request: Request, target: str) -> None:
-    """The agent an agent operation acts on, for its audit event."""
-    request._request.credvault_target = target
-
-
-def mark_audited(request: Request) -> None:
-    """The business function recorded this request's event in its own transaction."""
-    request._request.credvault_audited = True
-
-
-def audit_context(request: Request) -> audit.AuditContext:
-    return request._request.credvault_audit
-
-
-def _outcome(status: int) -> str:
-    if status < 400:
-        return AuditOutcome.SUCCESS
-    return AuditOutcome.REFUSED if status < 500 else AuditOutcome.ERROR
+def note_subject(context: RequestContext, path: dict[str, str]) -> None:
+    """What the path names (a service, an agent), for the audit event of a refusal, even one
+    that comes before the view runs (a revoked token). A name that cannot be normalized is
+    refused by the view and recorded without it."""
+    for parameter, attribute in (("service", "service"), ("name", "target")):
+        if parameter in path:
+            with contextlib.suppress(InvalidIdentifier):
+                setattr(context, attribute, normalize_service(path[parameter]))
 
 
 class AuditedAPIView(APIView):
-    """Base of the account and agent APIs. `audit_actions` maps a method to its action."""
+    """Base of the account and agent APIs. `operations` names what each method does."""
 
     throttle_classes = [TokenRateThrottle]
     content_negotiation_class = JSONOnlyNegotiation
-    audit_actions: dict[str, str] = {}
+    operations: dict[str, Operation] = {}
 
-    def initial(self, request: Request, *args, **kwargs) -> None:
+    def initial(self, request: ApiRequest, *args, **kwargs) -> None:
         if request.method.lower() not in self.http_method_names:
             raise MethodNotAllowed(request.method)
+        note_subject(request.context, kwargs)
         super().initial(request, *args, **kwargs)
 
-    def finalize_response(
-        self,
-        request: Request,
-        response: HttpResponse,
-        *args,
-        **kwargs,
-    ) -> HttpResponse:
-        response = self._audit(request._request, response)
-        return super().finalize_response(request, response, *args, **kwargs)
+    def handle_exception(self, exc: Exception) -> HttpResponse:
+        response = super().handle_exception(exc)
+        self._audit_refusal(self.request, response.status_code)
+        return response
 
-    def _audit(self, django_request: HttpRequest, response: HttpResponse) -> HttpResponse:
-        context = getattr(django_request, "credvault_audit", None)
-        method = "get" if django_request.method == "HEAD" else django_request.method.lower()
-        action = self.audit_actions.get(method)
-        if context is None or action is None or getattr(django_request, "credvault_audited", False):
-            return response
-        outcome = _outcome(response.status_code)
+    def _audit_refusal(self, request: ApiRequest, status: int) -> None:
+        context = request.context
+        method = "get" if request.method == "HEAD" else request.method.lower()
+        operation = self.operations.get(method)
+        if context.principal is None or operation is None:
+            return  # no account to tell, or a method the view does not allow
         try:
             audit.record(
-                context,
-                action=action,
-                outcome=outcome,
-                status=response.status_code,
-                service=getattr(django_request, "credvault_service", ""),
-                target=getattr(django_request, "credvault_target", ""),
+                context.actor,
+                operation,
+                status=status,
+                service=context.service,
+                target=context.target,
             )
         except DatabaseError as exc:
             logger.error("audit event not written: %s", type(exc).__name__)
-            if outcome == AuditOutcome.SUCCESS:
-                return database_unavailable()
-        return response

@@ -22,7 +22,19 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from rest_framework import exceptions as drf
 
-from services.exceptions import REALM, ProblemError, ServiceUnavailable
+from services.exceptions import (
+    Forbidden,
+    InternalError,
+    MalformedJSON,
+    MissingToken,
+    PathNotFound,
+    ProblemError,
+    RateLimited,
+    ServiceUnavailable,
+    TokenRefused,
+    UnsupportedMediaType,
+    UnsupportedMethod,
+)
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("credvault.errors")
@@ -57,58 +69,49 @@ def problem_response(
     return response
 
 
+def render(problem: ProblemError) -> HttpResponse:
+    """The problem details of a problem of `services.exceptions`."""
+    return problem_response(
+        problem.status_code,
+        problem.default_code,
+        str(problem.detail),
+        errors=problem.errors,
+        headers=problem.headers,
+        extra=problem.extra,
+    )
+
+
 def database_unavailable() -> HttpResponse:
-    exc = ServiceUnavailable()
-    return problem_response(exc.status_code, exc.default_code, str(exc.detail))
+    return render(ServiceUnavailable())
 
 
 def internal_error() -> HttpResponse:
-    return problem_response(500, "internal_error", "An internal error occurred.")
+    return render(InternalError())
+
+
+# The REST framework's own exceptions, each as the problem it means here.
+_DRF_PROBLEMS: list[tuple[type[drf.APIException], Callable[[], ProblemError]]] = [
+    (drf.NotAuthenticated, MissingToken),
+    (drf.AuthenticationFailed, TokenRefused),
+    (drf.MethodNotAllowed, UnsupportedMethod),
+    (drf.NotFound, PathNotFound),
+    (drf.PermissionDenied, lambda: Forbidden("The token does not allow this operation.")),
+    (drf.UnsupportedMediaType, lambda: UnsupportedMediaType("The media type is not supported.")),
+    (drf.ParseError, MalformedJSON),
+]
 
 
 def _from_drf(exc: drf.APIException) -> HttpResponse:
     if isinstance(exc, ProblemError):
-        return problem_response(
-            exc.status_code,
-            exc.default_code,
-            str(exc.detail),
-            errors=exc.errors,
-            headers=exc.headers,
-            extra=exc.extra,
-        )
-    if isinstance(exc, drf.NotAuthenticated):
-        return problem_response(
-            401,
-            "not_authenticated",
-            "Send an account API token: Authorization: Bearer <token>.",
-            headers={"WWW-Authenticate": REALM},
-        )
-    if isinstance(exc, drf.AuthenticationFailed):
-        return problem_response(
-            401,
-            "invalid_token",
-            "The token is malformed, unknown, revoked or expired.",
-            headers={"WWW-Authenticate": f'{REALM}, error="invalid_token"'},
-        )
-    if isinstance(exc, drf.MethodNotAllowed):
-        return problem_response(405, "method_not_allowed", "This path does not allow the method.")
+        return render(exc)
     if isinstance(exc, drf.Throttled):
-        wait = max(1, math.ceil(exc.wait or 1))
-        return problem_response(
-            429,
-            "rate_limited",
-            f"Too many requests with this token. Retry after {wait} seconds.",
-            headers={"Retry-After": str(wait)},
-        )
-    if isinstance(exc, drf.NotFound):
-        return problem_response(404, "not_found", "There is nothing at this path.")
-    if isinstance(exc, drf.PermissionDenied):
-        return problem_response(403, "forbidden", "The token does not allow this operation.")
-    if isinstance(exc, drf.UnsupportedMediaType):
-        return problem_response(415, "unsupported_media_type", "The media type is not supported.")
-    if isinstance(exc, drf.ParseError):
-        return problem_response(400, "malformed_json", "The body is not strict JSON.")
-    return problem_response(exc.status_code, "invalid_request", "The request is invalid.")
+        return render(RateLimited(max(1, math.ceil(exc.wait or 1))))
+    for drf_class, problem in _DRF_PROBLEMS:
+        if isinstance(exc, drf_class):
+            return render(problem())
+    other = ProblemError()
+    other.status_code = exc.status_code
+    return render(other)
 
 
 def log_unexpected(exc: BaseException, where: str) -> None:
@@ -136,20 +139,20 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return problem_response(400, "invalid_request", "The request is invalid.")
+    return render(ProblemError())
 
 
 def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return problem_response(403, "forbidden", "The request is not allowed.")
+    return render(Forbidden())
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW: only the admin's forms use CSRF; the API has no cookie auth."""
-    return problem_response(403, "forbidden", "The form's CSRF check failed; reload the page.")
+    return render(Forbidden("The form's CSRF check failed; reload the page."))
 
 
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return problem_response(404, "not_found", "There is nothing at this path.")
+    return render(PathNotFound())
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -162,12 +165,9 @@ def safe_methods_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.method not in ("GET", "HEAD"):
-            return problem_response(
-                405,
-                "method_not_allowed",
-                "This path does not allow the method.",
-                headers={"Allow": "GET, HEAD"},
-            )
+            response = render(UnsupportedMethod())
+            response["Allow"] = "GET, HEAD"
+            return response
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 
-from services.api.errors import problem_response, safe_methods_only
+from services.api.errors import render, safe_methods_only
 from services.crypto import KeyRingError, key_ring
+from services.exceptions import ServiceUnavailable
 from services.models import CredentialField
 
 logger = logging.getLogger("credvault.health")
@@ -27,11 +28,10 @@ def readyz(request: HttpRequest):
         ring_ids = key_ring().ids
     except KeyRingError:
         logger.error("not ready: CREDVAULT_ENCRYPTION_KEYS is missing or malformed")
-        return problem_response(503, "service_unavailable", "The key ring is not configured.")
+        return render(ServiceUnavailable("The key ring is not configured."))
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        # One indexed probe; the full list of missing ids is read only when there are any.
+        # One indexed probe, which also proves the database answers; the full list of missing
+        # ids is read only when there are any.
         orphaned = CredentialField.objects.exclude(key_id__in=ring_ids)
         if orphaned.exists():
             missing = sorted(set(orphaned.values_list("key_id", flat=True).distinct()))
@@ -42,11 +42,9 @@ def readyz(request: HttpRequest):
             missing = []
     except DatabaseError as exc:
         logger.error("not ready: database unavailable (%s)", type(exc).__name__)
-        return problem_response(503, "service_unavailable", "The database cannot be reached.")
+        return render(ServiceUnavailable("The database cannot be reached."))
     if missing:
-        return problem_response(
-            503,
-            "service_unavailable",
-            "Stored credentials are sealed with keys missing from the key ring.",
+        return render(
+            ServiceUnavailable("Stored credentials are sealed with keys missing from the key ring.")
         )
     return JsonResponse({"status": "ready"})

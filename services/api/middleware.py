@@ -8,33 +8,18 @@ prefix of an accepted token and the request id: never a body, a query string or 
 from __future__ import annotations
 
 import logging
-import re
 import time
-import uuid
 from urllib.parse import quote
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
+from services.api import health
+from services.api.context import RequestContext
 from services.api.errors import database_unavailable
 
 access_log = logging.getLogger("credvault.access")
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
-
-
-def request_id_for(request: HttpRequest) -> str:
-    """The caller's X-Request-ID when it is a plain token, else a new one."""
-    given = request.META.get("HTTP_X_REQUEST_ID", "")
-    return given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-
-
-def request_id_of(request: HttpRequest) -> str:
-    """The id the middleware gave the request (a new one outside it, as in unit tests)."""
-    django_request = getattr(request, "_request", request)
-    if not hasattr(django_request, "credvault_request_id"):
-        django_request.credvault_request_id = request_id_for(django_request)
-    return django_request.credvault_request_id
 
 
 class RequestContextMiddleware:
@@ -43,18 +28,24 @@ class RequestContextMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         started = time.perf_counter()
-        request.credvault_request_id = request_id_for(request)
+        context = request.context = RequestContext.for_request(request)
         response = self.get_response(request)
+        if request.method == "HEAD" and not response.streaming:
+            # The headers of the GET, with its Content-Length, and no body (RFC 9110):
+            # gunicorn drops a HEAD's body with a warning per request otherwise.
+            response["Content-Length"] = str(len(response.content))
+            response.content = b""
         response["Cache-Control"] = "no-store"
-        response["X-Request-ID"] = request.credvault_request_id
+        response["X-Request-ID"] = context.request_id
+        accepted = context.principal if context.authenticated else None
         access_log.info(
             "%s %s %s %.1fms token=%s request_id=%s",
             request.method,
             quote(request.path, safe=_PATH_SAFE),
             response.status_code,
             (time.perf_counter() - started) * 1000,
-            getattr(request, "credvault_token_prefix", "-"),
-            request.credvault_request_id,
+            accepted.token_prefix if accepted else "-",
+            context.request_id,
         )
         return response
 
@@ -63,3 +54,17 @@ class RequestContextMiddleware:
             access_log.warning("database unavailable: %s", type(exception).__name__)
             return database_unavailable()
         return None
+
+
+class HealthProbeMiddleware:
+    """`/healthz` and `/readyz`, answered before any middleware reads the Host header: probes
+    send the pod's IP, which ALLOWED_HOSTS need not hold (CONTRACT 14). Every other path keeps
+    Django's host check."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+        self.probes = {"/healthz": health.healthz, "/readyz": health.readyz}
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        probe = self.probes.get(request.path_info)
+        return probe(request) if probe is not None else self.get_response(request)

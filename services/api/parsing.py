@@ -1,9 +1,12 @@
-"""The strict reader of the credential input (CONTRACT 4), used by test and store.
+"""The strict reader of request bodies (CONTRACT 4): the credential input of test and store,
+an agent's grants, an agent-token request.
 
 Order of refusals: 413 by the declared length (before anything is read), 415 by the media type,
 400 `malformed_json` for anything that is not strict JSON (invalid UTF-8, syntax, duplicate
 member names, NaN or Infinity, lone surrogates, nesting too deep to parse), then 400
-`invalid_request` with field errors for a document of the wrong shape. No message holds a value.
+`invalid_request` with field errors for a document of the wrong shape. The shapes and their
+limits are the serializers of `serializers.py` (which the OpenAPI document states), checked
+here strictly by `shape_errors`. No message holds a value.
 """
 
 from __future__ import annotations
@@ -13,26 +16,27 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.validators import RegexValidator
+from rest_framework import serializers
 from rest_framework.request import Request
 
+from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
+from services.api.serializers import (
+    AgentInputSerializer,
+    AgentTokenInputSerializer,
+    CredentialInputSerializer,
+    ServiceIdentifierField,
+)
+from services.api.wsgi import MAX_BODY_BYTES
 from services.exceptions import (
+    FieldErrorCode,
     InvalidRequest,
     MalformedJSON,
     PayloadTooLarge,
     UnsupportedMediaType,
     field_error,
 )
-from services.identifiers import (
-    SERVICE_RULE,
-    InvalidIdentifier,
-    is_key_name,
-    normalize_service,
-)
 from services.masking import Secret
-
-MAX_BODY_BYTES = 64 * 1024
-MAX_CREDENTIALS = 20
-MAX_VALUE_CHARS = 16_384
 
 _MEMBER_NAME_SHOWN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -115,85 +119,134 @@ def _member_label(name: str) -> str:
     return name if _MEMBER_NAME_SHOWN.fullmatch(name) else "(unnamed member)"
 
 
-def _exact_members(obj: dict[str, Any], expected: tuple[str, ...], where: str) -> list[dict]:
-    errors = []
+def _members_errors(
+    shape: serializers.Serializer, obj: dict[str, Any], where: str
+) -> list[dict[str, str]]:
+    """Exact members: none unknown, every required one present; then each member's value."""
     prefix = f"{where}." if where else ""
-    for name in obj:
-        if name not in expected:
-            errors.append(
-                field_error(
-                    f"{prefix}{_member_label(name)}", "unknown_member", "Member not allowed."
-                )
-            )
-    for name in expected:
-        if name not in obj:
-            errors.append(field_error(f"{prefix}{name}", "required", "Member is required."))
+    fields = shape.fields
+    errors = [
+        field_error(
+            f"{prefix}{_member_label(name)}", FieldErrorCode.UNKNOWN_MEMBER, "Member not allowed."
+        )
+        for name in obj
+        if name not in fields
+    ]
+    errors += [
+        field_error(f"{prefix}{name}", FieldErrorCode.REQUIRED, "Member is required.")
+        for name, field in fields.items()
+        if field.required and name not in obj
+    ]
+    for name, field in fields.items():
+        if name in obj:
+            errors += _value_errors(field, obj[name], f"{prefix}{name}")
+    for name, member in getattr(shape, "unique_items", {}).items():
+        if isinstance(obj.get(name), list):
+            errors += _duplicates(obj[name], member, f"{prefix}{name}")
     return errors
 
 
-def _entry_errors(index: int, entry: Any, seen: set[str]) -> list[dict]:
-    where = f"credentials[{index}]"
-    if not isinstance(entry, dict):
-        return [field_error(where, "invalid_type", "Must be an object.")]
-    errors = _exact_members(entry, ("keyName", "value"), where)
-    key_name, value = entry.get("keyName"), entry.get("value")
-    if "keyName" in entry:
-        if not isinstance(key_name, str):
-            errors.append(field_error(f"{where}.keyName", "invalid_type", "Must be a string."))
-        elif not is_key_name(key_name):
-            errors.append(
-                field_error(
-                    f"{where}.keyName",
-                    "invalid",
-                    "Must be lowercase snake case: a-z first, then a-z, 0-9 or _, at most 64.",
-                )
-            )
-        elif key_name in seen:
-            errors.append(field_error(f"{where}.keyName", "duplicate", "keyNames must be unique."))
-        else:
-            seen.add(key_name)
-    if "value" in entry:
+def _duplicates(items: list, member: str, where: str) -> list[dict[str, str]]:
+    seen: set[str] = set()
+    errors = []
+    for index, item in enumerate(items):
+        value = item.get(member) if isinstance(item, dict) else None
         if not isinstance(value, str):
-            errors.append(field_error(f"{where}.value", "invalid_type", "Must be a string."))
-        elif not value:
-            errors.append(field_error(f"{where}.value", "too_short", "Must not be empty."))
-        elif len(value) > MAX_VALUE_CHARS:
+            continue
+        if value in seen:
             errors.append(
-                field_error(f"{where}.value", "too_long", f"At most {MAX_VALUE_CHARS} characters.")
+                field_error(
+                    f"{where}[{index}].{member}",
+                    FieldErrorCode.DUPLICATE,
+                    f"{member}s must be unique.",
+                )
             )
-        elif "\x00" in value:
-            errors.append(field_error(f"{where}.value", "invalid", "Must not contain NUL."))
+        seen.add(value)
     return errors
+
+
+def _array_errors(
+    child: serializers.Field, items: Any, low: int | None, high: int | None, where: str
+) -> list[dict[str, str]]:
+    if not isinstance(items, list):
+        return [field_error(where, FieldErrorCode.INVALID_TYPE, "Must be an array.")]
+    if (low is not None and len(items) < low) or (high is not None and len(items) > high):
+        bounds = f"{low or 0} to {high}" if high is not None else f"at least {low}"
+        return [field_error(where, FieldErrorCode.INVALID_LENGTH, f"Must hold {bounds} entries.")]
+    errors = []
+    for index, item in enumerate(items):
+        errors += _value_errors(child, item, f"{where}[{index}]")
+    return errors
+
+
+def _text_errors(field: serializers.CharField, text: Any, where: str) -> list[dict[str, str]]:
+    if not isinstance(text, str):
+        return [field_error(where, FieldErrorCode.INVALID_TYPE, "Must be a string.")]
+    if isinstance(field, ServiceIdentifierField):
+        return []  # normalized by the business rules, which name what is wrong
+    if field.min_length and len(text) < field.min_length:
+        return [field_error(where, FieldErrorCode.TOO_SHORT, "Must not be empty.")]
+    if field.max_length is not None and len(text) > field.max_length:
+        return [
+            field_error(where, FieldErrorCode.TOO_LONG, f"At most {field.max_length} characters.")
+        ]
+    for validator in field.validators:
+        # The whole text, as JSON Schema reads the anchors: `$` of Python's `search` would
+        # also match before a final newline.
+        if isinstance(validator, RegexValidator) and not validator.regex.fullmatch(text):
+            return [field_error(where, FieldErrorCode.INVALID, field.error_messages["invalid"])]
+    return []
+
+
+def _value_errors(field: serializers.Field, value: Any, where: str) -> list[dict[str, str]]:
+    if isinstance(field, serializers.ListSerializer):
+        return _array_errors(field.child, value, field.min_length, field.max_length, where)
+    if isinstance(field, serializers.ListField):
+        return _array_errors(field.child, value, field.min_length, field.max_length, where)
+    if isinstance(field, serializers.Serializer):
+        if not isinstance(value, dict):
+            return [field_error(where, FieldErrorCode.INVALID_TYPE, "Must be an object.")]
+        return _members_errors(field, value, where)
+    if isinstance(field, serializers.IntegerField):
+        low, high = field.min_value, field.max_value
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            return [
+                field_error(where, FieldErrorCode.INVALID, f"A whole number from {low} to {high}.")
+            ]
+        return []
+    if isinstance(field, serializers.CharField):
+        return _text_errors(field, value, where)
+    raise TypeError(f"no strict check for {type(field).__name__}")
+
+
+def shape_errors(shape: serializers.Serializer, data: Any) -> list[dict[str, str]]:
+    """Every way `data` differs from `shape`, each naming its field; [] when it fits."""
+    if not isinstance(data, dict):
+        return [
+            field_error("(body)", FieldErrorCode.INVALID_TYPE, "The body must be a JSON object.")
+        ]
+    return _members_errors(shape, data, "")
+
+
+def _checked(shape: serializers.Serializer, data: Any) -> dict[str, Any]:
+    errors = shape_errors(shape, data)
+    if errors:
+        raise InvalidRequest(errors=errors)
+    return data
+
+
+# Each shape read once: a serializer copies its declared fields when first asked for them.
+CREDENTIAL_INPUT = CredentialInputSerializer()
+AGENT_INPUT = AgentInputSerializer()
+AGENT_TOKEN_REQUEST = AgentTokenInputSerializer()
 
 
 def parse_credential_input(data: Any) -> CredentialInput:
     """Check the document's shape exactly; collect every error before refusing."""
-    if not isinstance(data, dict):
-        raise InvalidRequest(
-            errors=[field_error("(body)", "invalid_type", "The body must be a JSON object.")]
-        )
-    errors = _exact_members(data, ("service", "credentials"), "")
-    service, credentials = data.get("service"), data.get("credentials")
-    if "service" in data and not isinstance(service, str):
-        errors.append(field_error("service", "invalid_type", "Must be a string."))
-    if "credentials" in data:
-        if not isinstance(credentials, list):
-            errors.append(field_error("credentials", "invalid_type", "Must be an array."))
-        elif not 1 <= len(credentials) <= MAX_CREDENTIALS:
-            errors.append(
-                field_error(
-                    "credentials", "invalid_length", f"Must hold 1 to {MAX_CREDENTIALS} entries."
-                )
-            )
-        else:
-            seen: set[str] = set()
-            for index, entry in enumerate(credentials):
-                errors.extend(_entry_errors(index, entry, seen))
-    if errors:
-        raise InvalidRequest(errors=errors)
+    document = _checked(CREDENTIAL_INPUT, data)
     return CredentialInput(
-        service=service,
-        fields=[(entry["keyName"], Secret(entry["value"])) for entry in credentials],
+        service=document["service"],
+        fields=[(entry["keyName"], Secret(entry["value"])) for entry in document["credentials"]],
     )
 
 
@@ -201,39 +254,20 @@ def read_credential_input(request: Request) -> CredentialInput:
     return parse_credential_input(read_json_body(request))
 
 
-MAX_GRANTS = 100
-MAX_TOKEN_DAYS = 3650
-
-
 def parse_grants(data: Any) -> list[str]:
     """`{"services": [...]}` of a PUT of an agent: the normalized services, deduplicated."""
-    if not isinstance(data, dict):
-        raise InvalidRequest(
-            errors=[field_error("(body)", "invalid_type", "The body must be a JSON object.")]
-        )
-    errors = _exact_members(data, ("services",), "")
-    services = data.get("services")
-    normalized: list[str] = []
-    if "services" in data:
-        if not isinstance(services, list):
-            errors.append(field_error("services", "invalid_type", "Must be an array."))
-        elif len(services) > MAX_GRANTS:
+    errors = shape_errors(AGENT_INPUT, data)
+    services = data.get("services") if isinstance(data, dict) else None
+    normalized: set[str] = set()
+    for index, raw in enumerate(services if isinstance(services, list) else []):
+        if not isinstance(raw, str):
+            continue  # named by shape_errors
+        try:
+            normalized.add(normalize_service(raw))
+        except InvalidIdentifier:
             errors.append(
-                field_error("services", "invalid_length", f"At most {MAX_GRANTS} services.")
+                field_error(f"services[{index}]", FieldErrorCode.INVALID_SERVICE, SERVICE_RULE)
             )
-        else:
-            for index, raw in enumerate(services):
-                where = f"services[{index}]"
-                if not isinstance(raw, str):
-                    errors.append(field_error(where, "invalid_type", "Must be a string."))
-                    continue
-                try:
-                    service = normalize_service(raw)
-                except InvalidIdentifier:
-                    errors.append(field_error(where, "invalid_service", SERVICE_RULE))
-                    continue
-                if service not in normalized:
-                    normalized.append(service)
     if errors:
         raise InvalidRequest(errors=errors)
     return sorted(normalized)
@@ -244,21 +278,5 @@ def parse_token_request(request: Request) -> int | None:
     body is empty or names no expiry."""
     if request.META.get("CONTENT_LENGTH") in (None, "", "0"):
         return None  # no body: no options, whatever the media type says
-    data = read_json_body(request)
-    if not isinstance(data, dict):
-        raise InvalidRequest(
-            errors=[field_error("(body)", "invalid_type", "The body must be a JSON object.")]
-        )
-    errors = [e for e in _exact_members(data, ("expiresInDays",), "") if e["code"] != "required"]
-    days = data.get("expiresInDays")
-    if "expiresInDays" in data and (
-        not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_TOKEN_DAYS
-    ):
-        errors.append(
-            field_error(
-                "expiresInDays", "invalid", f"A whole number of days from 1 to {MAX_TOKEN_DAYS}."
-            )
-        )
-    if errors:
-        raise InvalidRequest(errors=errors)
-    return days
+    document = _checked(AGENT_TOKEN_REQUEST, read_json_body(request))
+    return document.get("expiresInDays")

@@ -1,32 +1,85 @@
-"""OpenAPI pieces shared by the views: the bearer scheme and the problem responses."""
+"""OpenAPI pieces shared by the views: the bearer schemes, the problem responses, the
+postprocessing that completes every operation from one place. (The views that serve the
+document are in `services/api/docs.py`: drf-spectacular's views read DEFAULT_SCHEMA_CLASS,
+this module's, when they are imported.)
+
+The views declare what is theirs: the success responses and the problems of their own
+(404, 409, 413, 415, 422). `complete_responses` adds the problems every operation can answer
+(`EVERY_OPERATION`) and the headers of every response (`response_headers`), so that no view
+repeats them and none can forget one.
+"""
 
 from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
+from rest_framework.serializers import ListSerializer
 
+from providers.identifiers import NORMALIZATION_RULE, SERVICE_RULE
 from services.api.serializers import ProblemSerializer
-from services.identifiers import SERVICE_SCHEMA_PATTERN
+from services.api.wsgi import MAX_BODY_BYTES
+
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_REF = "#/components/schemas/Problem"
+BODY_LIMIT = f"{MAX_BODY_BYTES // 1024} KiB"
 
 PROBLEM_DESCRIPTIONS = {
-    400: "Invalid body or service identifier (malformed_json, invalid_request, invalid_service).",
+    400: "Invalid body, parameter or identifier (malformed_json, invalid_request with "
+    "`errors`, invalid_service), or a Host header this server does not serve "
+    "(invalid_request).",
     401: "No token (not_authenticated) or a malformed, unknown, revoked or expired one "
     "(invalid_token).",
     403: "A token of the other kind (insufficient_scope, with the RFC 6750 challenge), or no "
     "grant for the service (not_granted).",
-    404: "Not connected (service_not_connected), no such agent (agent_not_found) or no such "
-    "path (not_found).",
-    405: "Method not allowed; see the Allow header.",
+    404: "Not connected (service_not_connected), no such agent (agent_not_found), no such "
+    "token (token_not_found), or no such path (not_found: a path parameter holding `/`).",
+    405: "Method not allowed (method_not_allowed); see the Allow header.",
     409: "The account has reached CREDVAULT_MAX_SERVICES_PER_ACCOUNT (service_limit_reached).",
-    413: "Body over 64 KiB (payload_too_large).",
+    411: "A chunked body without Content-Length on a server that cannot mark its end "
+    "(length_required). gunicorn marks it; other WSGI servers may not.",
+    413: f"Body over {BODY_LIMIT} (payload_too_large), refused before it is read.",
     415: "Not application/json in UTF-8 (unsupported_media_type).",
     422: "With ?verify=required: the provider did not accept the set (verification_failed, "
     "with `reason`); nothing was stored.",
     429: "Rate limit of the token reached (rate_limited); see Retry-After.",
-    500: "Internal error (internal_error).",
+    500: "Internal error (internal_error), with no detail of the cause.",
     503: "The database cannot be reached (service_unavailable).",
 }
+
+# What any operation can answer, whatever it does: a Host the server does not serve, a missing
+# or refused token, a token of the other kind, a method the path does not allow, a chunked
+# body the server cannot read whole, the rate limit, a failure, the database down.
+EVERY_OPERATION = (400, 401, 403, 405, 411, 429, 500, 503)
+OPERATION_METHODS = {"get", "put", "post", "patch", "delete"}
+
+BODY_RULE = (
+    f"UTF-8 JSON (`application/json`; another media type or charset is 415) of at most "
+    f"{BODY_LIMIT} (413 beyond, before it is read). Strict JSON: duplicate member names, NaN, "
+    "Infinity and lone surrogates are 400 malformed_json; a member not listed is 400 "
+    "invalid_request."
+)
+
+
+class CredvaultAutoSchema(AutoSchema):
+    """drf-spectacular's schema, which also states a nested list's length bounds
+    (`Serializer(many=True, min_length=..., max_length=...)`), as the strict reader checks them
+    (`parsing.shape_errors`), and the size and syntax rules of every request body."""
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if isinstance(field, ListSerializer):
+            if field.min_length is not None:
+                schema["minItems"] = field.min_length
+            if field.max_length is not None:
+                schema["maxItems"] = field.max_length
+        return schema
+
+    def _get_request_body(self, direction="request"):
+        body = super()._get_request_body(direction)
+        if body is not None:
+            body["description"] = BODY_RULE
+        return body
 
 
 def close_objects(result: dict, generator, request, public) -> dict:
@@ -47,47 +100,80 @@ def close_objects(result: dict, generator, request, public) -> dict:
     return result
 
 
-def path_identifier(name: str, description: str) -> OpenApiParameter:
-    """A service identifier or agent name in the path, in its normalized form."""
+def _header(description: str, *, required: bool = True) -> dict:
+    return {"schema": {"type": "string"}, "description": description, "required": required}
+
+
+def response_headers(status: int) -> dict[str, dict]:
+    """The headers of every response of this status, as the server sends them."""
+    headers = {"Cache-Control": _header("Always no-store.")}
+    if status != 411:  # answered by the WSGI wrapper, before the request has an id
+        headers["X-Request-ID"] = _header("The request's id, as in the access log.")
+    if status == 401:
+        headers["WWW-Authenticate"] = _header(
+            'Bearer realm="credvault", with error="invalid_token" for a refused token.'
+        )
+    if status == 403:
+        headers["WWW-Authenticate"] = _header(
+            'Bearer realm="credvault", error="insufficient_scope", for a token of the other '
+            "kind (not with not_granted).",
+            required=False,
+        )
+    if status == 405:
+        headers["Allow"] = _header("The methods this path allows.")
+    if status == 429:
+        headers["Retry-After"] = _header("Seconds until the token may send again.")
+    return headers
+
+
+def complete_responses(result: dict, generator, request, public) -> dict:
+    """drf-spectacular postprocessing: every operation lists the problems of EVERY_OPERATION,
+    and every response its headers."""
+    if "Problem" not in result.get("components", {}).get("schemas", {}):
+        raise RuntimeError("no view declares a problem response: the Problem schema is missing")
+    for item in result["paths"].values():
+        for method, operation in item.items():
+            if method not in OPERATION_METHODS:
+                continue
+            responses = operation["responses"]
+            for status in EVERY_OPERATION:
+                responses.setdefault(
+                    str(status),
+                    {
+                        "description": PROBLEM_DESCRIPTIONS[status],
+                        "content": {PROBLEM_JSON: {"schema": {"$ref": PROBLEM_REF}}},
+                    },
+                )
+            for status, response in responses.items():
+                response["headers"] = {
+                    **response.get("headers", {}),
+                    **response_headers(int(status)),
+                }
+            operation["responses"] = dict(sorted(responses.items()))
+    return result
+
+
+def path_identifier(name: str, description: str, example: str) -> OpenApiParameter:
+    """A service identifier or agent name in the path, as sent: normalized by the server, so
+    no pattern (one of the normalized form would refuse `GitHub`)."""
     return OpenApiParameter(
         name,
-        str,
+        {"type": "string", "minLength": 1},
         OpenApiParameter.PATH,
-        description=f"{description} Normalized like a service identifier.",
-        pattern=SERVICE_SCHEMA_PATTERN,
+        description=f"{description} {NORMALIZATION_RULE}; the result must be {SERVICE_RULE}. "
+        "Anything else is 400.",
+        examples=[OpenApiExample(example, value=example)],
     )
 
 
 def problems(*statuses: int) -> dict:
+    """The problem responses of an operation's own (EVERY_OPERATION is added to all)."""
     return {
-        (status, "application/problem+json"): OpenApiResponse(
+        (status, PROBLEM_JSON): OpenApiResponse(
             ProblemSerializer, description=PROBLEM_DESCRIPTIONS[status]
         )
         for status in statuses
     }
-
-
-def _header(name: str, description: str, statuses: list[int] | bool) -> OpenApiParameter:
-    return OpenApiParameter(
-        name,
-        OpenApiTypes.STR,
-        location=OpenApiParameter.HEADER,
-        description=description,
-        response=statuses,
-    )
-
-
-COMMON_HEADERS = [
-    _header("Cache-Control", "Always no-store.", True),
-    _header("X-Request-ID", "The request's id, as in the access log.", True),
-    _header(
-        "WWW-Authenticate",
-        'Bearer realm="credvault", with error="invalid_token" or error="insufficient_scope".',
-        [401, 403],
-    ),
-    _header("Allow", "The methods this path allows.", [405]),
-    _header("Retry-After", "Seconds until the token may send again.", [429]),
-]
 
 
 class AccountTokenScheme(OpenApiAuthenticationExtension):
@@ -123,6 +209,11 @@ CREDENTIAL_EXAMPLES = [
         request_only=True,
     ),
     OpenApiExample(
+        "A service as typed (normalized to github)",
+        value={"service": " GitHub ", "credentials": [{"keyName": "api_key", "value": "ghp_y"}]},
+        request_only=True,
+    ),
+    OpenApiExample(
         "OAuth tokens",
         value={
             "service": "slack",
@@ -154,4 +245,5 @@ AGENT_EXAMPLES = [
 
 TOKEN_EXAMPLES = [
     OpenApiExample("Expiring in 30 days", value={"expiresInDays": 30}, request_only=True),
+    OpenApiExample("No expiry", value={}, request_only=True),
 ]

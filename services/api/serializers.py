@@ -1,27 +1,89 @@
-"""Serializers that describe the API in the OpenAPI document.
+"""The shapes of the API's bodies: one definition, read twice.
 
-Input is read by `parsing.py` (strict JSON, exact members, byte-exact values), which the REST
-framework's serializers cannot do (they coerce types and trim strings); output is built from
-plain dicts. These classes keep the schema true to both.
+drf-spectacular reads these classes to write the OpenAPI document; `parsing.shape_errors`
+reads the input ones to check a body strictly (exact members, JSON types, lengths, patterns,
+bounds), which the REST framework's own validation cannot do (it coerces types and trims
+strings). Output is built from plain dicts in this shape.
+
+The document describes the input the server accepts, not the form it normalizes it to: a
+service identifier is any text that normalizes to one, so it has no pattern there. Every
+limit comes from the constants below or from the module that owns it; the closed sets
+(problem codes, field error codes, audit actions, reasons) come from their one definition.
+A docstring of a class here is the description of its component in the document.
 """
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
+from django.utils.functional import lazy
 from rest_framework import serializers
 
-from services.identifiers import SERVICE_SCHEMA_PATTERN
-from services.models import KeyType
+from providers.catalog import CATEGORIES
+from providers.identifiers import (
+    KEY_NAME_RULE,
+    KEY_NAME_SCHEMA_PATTERN,
+    NORMALIZATION_RULE,
+    SERVICE_RULE,
+)
+from providers.listing import shapes_text
+from providers.verification import Reason
+from services.exceptions import FieldErrorCode, problem_code_choices
+from services.models import AuditAction, AuditOutcome, KeyType
+from services.tokens import MAX_LIFETIME_DAYS
 
-NORMALIZATION = (
-    "Normalized by NFKC, trimming, lowercasing and turning each run of whitespace or _ into "
-    "-; the pattern is that of the normalized form."
+MAX_CREDENTIALS = 20
+MAX_VALUE_CHARS = 16_384
+MAX_GRANTS = 100
+# Any text without NUL: the escape reads the same in Python's re and in ECMA-262 (JSON Schema).
+NO_NUL_PATTERN = r"^[^\u0000]*$"
+
+# The closed sets, as (value, description) choices. ENUM_NAME_OVERRIDES (settings) names each
+# after its choices, so that each is one named enum in the document.
+REASON_CHOICES = [
+    (Reason.ACCEPTED.value, "the provider accepted the set at its own endpoint (ok, verified)"),
+    (Reason.REJECTED.value, "the provider refused it (not ok)"),
+    (
+        Reason.PROVIDER_UNAVAILABLE.value,
+        "a timeout, a connection error, a redirect, 429, 5xx or another answer (not ok)",
+    ),
+    (
+        Reason.NO_VERIFIER.value,
+        "a custom service, or no check for the shape: nothing was asked (ok, not verified)",
+    ),
+]
+PROBLEM_CODES = problem_code_choices()
+FIELD_ERROR_CODES = [(code.value, code.value) for code in FieldErrorCode]
+CATEGORY_CHOICES = [(category, category) for category in CATEGORIES]
+
+SERVICE_INPUT = (
+    f"Any text that normalizes to a service identifier. {NORMALIZATION_RULE}; the result must "
+    f"be {SERVICE_RULE}. For example ` GitHub ` and fullwidth "
+    "`\uff27\uff49\uff54\uff28\uff55\uff42` become `github`, `Google Drive` becomes "
+    "`google-drive`; `../etc` is refused (400 invalid_service)."
 )
 
 
-def service_field(**kwargs) -> serializers.RegexField:
-    return serializers.RegexField(
-        SERVICE_SCHEMA_PATTERN, min_length=1, max_length=64, help_text=NORMALIZATION, **kwargs
+def _credentials_text() -> str:
+    return (
+        f"1 to {MAX_CREDENTIALS} entries. Each keyName at most once: a repeated keyName is "
+        "400 with the field error `duplicate` (uniqueItems cannot say this of one member). "
+        "The keyType follows: `oauth` when the set holds access_token or refresh_token, "
+        "else `api_key`. A service of the catalog takes only one of its shapes below "
+        "(required keyNames, + optional ones; anything else is 400 naming the missing or "
+        "unexpected keyName; GET /api/v1/providers gives the same as data). Any other "
+        "service takes any keyNames.\n\n" + shapes_text()
     )
+
+
+class ServiceIdentifierField(serializers.CharField):
+    """A service identifier or agent name as sent: any string, normalized by the business
+    rules (`providers.identifiers.normalize_service`), which refuse what cannot be normalized
+    with `invalid_service`. No maximum length: surrounding whitespace can make an accepted
+    identifier as long as the body allows."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("help_text", SERVICE_INPUT)
+        super().__init__(min_length=1, trim_whitespace=False, **kwargs)
 
 
 class ConnectedServiceSerializer(serializers.Serializer):
@@ -30,38 +92,51 @@ class ConnectedServiceSerializer(serializers.Serializer):
         help_text="RFC 3339 UTC time of the most recent successful store, e.g. "
         "2026-11-21T09:30:12.345678Z."
     )
-    keyType = serializers.ChoiceField(choices=KeyType.values)
+    keyType = serializers.ChoiceField(choices=KeyType.choices)
 
 
 class CredentialEntrySerializer(serializers.Serializer):
     keyName = serializers.RegexField(
-        r"^[a-z][a-z0-9_]{0,63}$", help_text="Lowercase snake case; `api_key` for an API key."
+        KEY_NAME_SCHEMA_PATTERN,
+        help_text="Lowercase snake case; `api_key` for an API key.",
+        error_messages={"invalid": KEY_NAME_RULE},
     )
     value = serializers.CharField(
         min_length=1,
-        max_length=16384,
+        max_length=MAX_VALUE_CHARS,
         trim_whitespace=False,
-        help_text="The secret, kept byte for byte; never returned.",
+        validators=[RegexValidator(NO_NUL_PATTERN)],
+        error_messages={"invalid": "Must not contain NUL."},
+        help_text=f"The secret: 1 to {MAX_VALUE_CHARS} characters, no NUL, kept byte for byte; "
+        "never returned by the account API.",
     )
 
 
 class CredentialInputSerializer(serializers.Serializer):
-    service = service_field()
-    credentials = CredentialEntrySerializer(many=True, min_length=1, max_length=20)
+    """A credential set to test or store: exactly these two members."""
+
+    service = ServiceIdentifierField()
+    credentials = CredentialEntrySerializer(
+        many=True,
+        min_length=1,
+        max_length=MAX_CREDENTIALS,
+        help_text=lazy(_credentials_text, str)(),
+    )
+    # Members of the entries that must differ between entries (`parsing.shape_errors`).
+    unique_items = {"credentials": "keyName"}
 
 
-class TestResultSerializer(serializers.Serializer):
-    __test__ = False  # not a pytest test class
+class VerificationResultSerializer(serializers.Serializer):
+    """The verdict of a test; nothing is stored."""
+
     ok = serializers.BooleanField()
     verified = serializers.BooleanField()
-    reason = serializers.ChoiceField(
-        choices=["accepted", "rejected", "provider_unavailable", "no_verifier"]
-    )
+    reason = serializers.ChoiceField(choices=REASON_CHOICES)
 
 
 class FieldErrorSerializer(serializers.Serializer):
     field = serializers.CharField(help_text="Where, e.g. credentials[1].keyName.")
-    code = serializers.CharField()
+    code = serializers.ChoiceField(choices=FIELD_ERROR_CODES)
     message = serializers.CharField()
 
 
@@ -72,17 +147,18 @@ class ProblemSerializer(serializers.Serializer):
     title = serializers.CharField(help_text="The HTTP reason phrase.")
     status = serializers.IntegerField()
     detail = serializers.CharField()
-    code = serializers.CharField(help_text="Machine-readable problem code.")
+    code = serializers.ChoiceField(choices=PROBLEM_CODES, help_text="Machine-readable code.")
     errors = FieldErrorSerializer(many=True, required=False)
     reason = serializers.ChoiceField(
-        choices=["rejected", "provider_unavailable", "no_verifier"],
+        choices=REASON_CHOICES,
         required=False,
-        help_text="With 422 verification_failed: why the provider did not accept the set.",
+        help_text="With 422 verification_failed: why the provider did not accept the set "
+        "(never `accepted`).",
     )
 
 
 class ProviderShapeSerializer(serializers.Serializer):
-    keyType = serializers.ChoiceField(choices=KeyType.values)
+    keyType = serializers.ChoiceField(choices=KeyType.choices)
     required = serializers.ListField(child=serializers.CharField())
     optional = serializers.ListField(child=serializers.CharField())
     verifiable = serializers.BooleanField(
@@ -93,9 +169,7 @@ class ProviderShapeSerializer(serializers.Serializer):
 class ProviderSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="The service identifier to store credentials under.")
     name = serializers.CharField()
-    category = serializers.ChoiceField(
-        choices=["ai", "developer", "messaging", "commerce", "identity", "productivity"]
-    )
+    category = serializers.ChoiceField(choices=CATEGORY_CHOICES)
     shapes = ProviderShapeSerializer(many=True)
 
 
@@ -108,16 +182,24 @@ class AgentSerializer(serializers.Serializer):
 
 
 class AgentInputSerializer(serializers.Serializer):
+    """An agent's grants: exactly this one member."""
+
     services = serializers.ListField(
-        child=service_field(),
-        max_length=100,
-        help_text="The complete set of granted services; replaces the earlier grants.",
+        child=ServiceIdentifierField(),
+        max_length=MAX_GRANTS,
+        help_text=f"The complete set of granted services, at most {MAX_GRANTS}; replaces the "
+        "earlier grants. Duplicates after normalization count once.",
     )
 
 
-class AgentTokenRequestSerializer(serializers.Serializer):
+class AgentTokenInputSerializer(serializers.Serializer):
+    """Options of a new agent token; the body may be left out."""
+
     expiresInDays = serializers.IntegerField(
-        min_value=1, max_value=3650, required=False, help_text="No expiry when absent."
+        min_value=1,
+        max_value=MAX_LIFETIME_DAYS,
+        required=False,
+        help_text=f"1 to {MAX_LIFETIME_DAYS} days; no expiry when absent.",
     )
 
 
@@ -127,6 +209,14 @@ class AgentTokenSerializer(serializers.Serializer):
     expiresAt = serializers.DateTimeField(allow_null=True)
 
 
+class AgentTokenInfoSerializer(serializers.Serializer):
+    prefix = serializers.CharField(help_text="The display prefix: cva_ and 8 characters.")
+    createdAt = serializers.DateTimeField()
+    lastUsedAt = serializers.DateTimeField(allow_null=True)
+    expiresAt = serializers.DateTimeField(allow_null=True)
+    revokedAt = serializers.DateTimeField(allow_null=True)
+
+
 class AgentCredentialSerializer(serializers.Serializer):
     keyName = serializers.CharField()
     value = serializers.CharField(trim_whitespace=False)
@@ -134,7 +224,7 @@ class AgentCredentialSerializer(serializers.Serializer):
 
 class AgentCredentialsSerializer(serializers.Serializer):
     service = serializers.CharField()
-    keyType = serializers.ChoiceField(choices=KeyType.values)
+    keyType = serializers.ChoiceField(choices=KeyType.choices)
     connectedAt = serializers.DateTimeField()
     credentials = AgentCredentialSerializer(many=True)
 
@@ -144,10 +234,10 @@ class AuditEventSerializer(serializers.Serializer):
     time = serializers.DateTimeField()
     tokenPrefix = serializers.CharField()
     agent = serializers.CharField(allow_null=True)
-    action = serializers.CharField()
+    action = serializers.ChoiceField(choices=AuditAction.choices)
     service = serializers.CharField(allow_null=True)
     target = serializers.CharField(allow_null=True, help_text="The agent acted on, if any.")
-    outcome = serializers.ChoiceField(choices=["success", "refused", "error"])
+    outcome = serializers.ChoiceField(choices=AuditOutcome.choices)
     status = serializers.IntegerField()
     requestId = serializers.CharField()
 

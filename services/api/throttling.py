@@ -44,14 +44,14 @@ class TokenRateThrottle(BaseThrottle):
         self._wait = 0.0
 
     def allow_request(self, request, view) -> bool:
-        token = request.auth
-        if token is None:
+        principal = request.user
+        if principal is None:
             return True
         limit, period = parse_rate(getattr(settings, self.setting))
         now = time.time()
         window = int(now // period)
         # The display prefix: unique across both kinds of token, whose ids are not.
-        key = f"credvault:rl:{self.scope}:{token.prefix}:{period}:{window}"
+        key = f"credvault:rl:{self.scope}:{principal.token_prefix}:{period}:{window}"
         try:
             count = cache.incr(key)
         except ValueError:

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from services.api import agent_views, views
+from services.api import agent_views, audit_views, views
 
 # The resolver tries these in order: the paths every agent and client calls come first.
 urlpatterns = [
@@ -23,5 +23,10 @@ urlpatterns = [
     path("agents", agent_views.AgentListView.as_view(), name="agent-list"),
     path("agents/<str:name>", agent_views.AgentView.as_view(), name="agent"),
     path("agents/<str:name>/tokens", agent_views.AgentTokenView.as_view(), name="agent-tokens"),
-    path("audit-events", agent_views.AuditEventListView.as_view(), name="audit-events"),
+    path(
+        "agents/<str:name>/tokens/<str:prefix>",
+        agent_views.AgentTokenRevokeView.as_view(),
+        name="agent-token",
+    ),
+    path("audit-events", audit_views.AuditEventListView.as_view(), name="audit-events"),
 ]

@@ -1,6 +1,6 @@
-"""The account API (CONTRACT 5): thin views that read input, call one function of
-`services.connections`, and render the result. Errors are raised and rendered as problem details
-by `services.api.errors`."""
+"""The account API's connected services (CONTRACT 5): thin views that read input, call one
+function of `services.credentials`, and render the result. Errors are raised and rendered as
+problem details by `services.api.errors`."""
 
 from __future__ import annotations
 
@@ -8,24 +8,24 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from providers.listing import describe_all
-from services import connections
-from services.api.base import AuditedAPIView, audit_context, mark_audited, note_service
+from services import credentials
+from services.api.base import AuditedAPIView
+from services.api.context import ApiRequest
 from services.api.parsing import read_credential_input
-from services.api.schema import COMMON_HEADERS, CREDENTIAL_EXAMPLES, path_identifier, problems
+from services.api.schema import CREDENTIAL_EXAMPLES, path_identifier, problems
 from services.api.serializers import (
     ConnectedServiceSerializer,
     CredentialInputSerializer,
     ProviderSerializer,
-    TestResultSerializer,
+    VerificationResultSerializer,
 )
 from services.api.throttling import TestRateThrottle, TokenRateThrottle
-from services.exceptions import InvalidRequest, field_error
-from services.models import AuditAction, ConnectedService
+from services.audit import Operation
+from services.exceptions import FieldErrorCode, InvalidRequest, field_error
 from services.times import rfc3339
 
 
-def service_body(connected: ConnectedService | connections.ServiceEntry) -> dict[str, str]:
+def service_body(connected: credentials.ServiceEntry) -> dict[str, str]:
     return {
         "service": connected.service,
         "connectedAt": rfc3339(connected.connected_at),
@@ -39,27 +39,28 @@ class AccountAPIView(AuditedAPIView):
 
 class ServiceListView(AccountAPIView):
     http_method_names = ["get", "head"]
-    audit_actions = {"get": AuditAction.SERVICES_LIST}
+    operations = {"get": Operation.LIST_SERVICES}
 
     @extend_schema(
         operation_id="list_services",
         summary="List connected services",
-        responses={200: ConnectedServiceSerializer(many=True), **problems(401, 403, 405, 429, 503)},
-        parameters=COMMON_HEADERS,
+        tags=["services"],
+        responses={200: ConnectedServiceSerializer(many=True)},
     )
-    def get(self, request: Request) -> Response:
-        services = connections.list_services(account=request.user)
+    def get(self, request: ApiRequest) -> Response:
+        services = credentials.list_services(actor=request.context.actor)
         return Response([service_body(connected) for connected in services])
 
 
 class ServiceTestView(AccountAPIView):
     http_method_names = ["post"]
     throttle_classes = [TokenRateThrottle, TestRateThrottle]
-    audit_actions = {"post": AuditAction.SERVICES_TEST}
+    operations = {"post": Operation.TEST_CREDENTIALS}
 
     @extend_schema(
-        operation_id="test_credentials",
+        operation_id="verify_credentials",
         summary="Test credentials without storing them",
+        tags=["services"],
         description=(
             "Verifies the set at the provider's server-owned endpoint when the catalog has "
             "one: `accepted`, `rejected`, `provider_unavailable`; otherwise `no_verifier` "
@@ -67,17 +68,13 @@ class ServiceTestView(AccountAPIView):
         ),
         request=CredentialInputSerializer,
         examples=CREDENTIAL_EXAMPLES,
-        responses={
-            200: TestResultSerializer,
-            **problems(400, 401, 403, 405, 413, 415, 429, 503),
-        },
-        parameters=COMMON_HEADERS,
+        responses={200: VerificationResultSerializer, **problems(413, 415)},
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: ApiRequest) -> Response:
         given = read_credential_input(request)
-        credentials = connections.credential_set(service=given.service, fields=given.fields)
-        note_service(request, credentials.service)
-        verdict = connections.verify_credentials(credentials=credentials)
+        checked = credentials.credential_set(service=given.service, fields=given.fields)
+        request.context.service = checked.service
+        verdict = credentials.verify_credentials(actor=request.context.actor, credentials=checked)
         return Response(
             {"ok": verdict.ok, "verified": verdict.verified, "reason": verdict.reason.value}
         )
@@ -94,7 +91,7 @@ def wants_verification(request: Request) -> bool:
     if value != VERIFY_REQUIRED:
         raise InvalidRequest(
             "The verify parameter takes one value: required.",
-            errors=[field_error("verify", "invalid", "Only `required` is accepted.")],
+            errors=[field_error("verify", FieldErrorCode.INVALID, "Only `required` is accepted.")],
         )
     return True
 
@@ -102,7 +99,7 @@ def wants_verification(request: Request) -> bool:
 class CredentialsView(AccountAPIView):
     http_method_names = ["put"]
     throttle_classes = [TokenRateThrottle, TestRateThrottle]
-    audit_actions = {"put": AuditAction.SERVICES_STORE}
+    operations = {"put": Operation.CONNECT_SERVICE}
 
     def calls_provider(self, request: Request) -> bool:
         # Counted by the test operation's limit only when it asks the provider; a malformed
@@ -112,6 +109,7 @@ class CredentialsView(AccountAPIView):
     @extend_schema(
         operation_id="store_credentials",
         summary="Store or replace credentials",
+        tags=["services"],
         description=(
             "Stores the complete set, replacing every earlier field of the service "
             "atomically. 201 when the service was not connected, 200 when replaced. With "
@@ -123,68 +121,63 @@ class CredentialsView(AccountAPIView):
         parameters=[
             OpenApiParameter(
                 "verify",
-                str,
+                # One accepted value: a pattern, not a one-value enum that client generators
+                # turn into a class of its own.
+                {"type": "string", "pattern": f"^{VERIFY_REQUIRED}$"},
                 OpenApiParameter.QUERY,
-                enum=[VERIFY_REQUIRED],
-                description="`required`: store only what the provider accepts.",
+                description=f"`{VERIFY_REQUIRED}`, the only value: store only what the "
+                "provider accepts.",
             ),
-            *COMMON_HEADERS,
         ],
         request=CredentialInputSerializer,
         examples=CREDENTIAL_EXAMPLES,
         responses={
             200: OpenApiResponse(ConnectedServiceSerializer, description="Replaced."),
             201: OpenApiResponse(ConnectedServiceSerializer, description="Newly connected."),
-            **problems(400, 401, 403, 405, 409, 413, 415, 422, 429, 503),
+            **problems(409, 413, 415, 422),
         },
     )
-    def put(self, request: Request) -> Response:
+    def put(self, request: ApiRequest) -> Response:
         verify = wants_verification(request)
         given = read_credential_input(request)
-        credentials = connections.credential_set(service=given.service, fields=given.fields)
-        note_service(request, credentials.service)
-        store = connections.store_verified_credentials if verify else connections.store_credentials
-        connected, created = store(
-            account=request.user, credentials=credentials, context=audit_context(request)
-        )
-        mark_audited(request)
-        return Response(service_body(connected), status=201 if created else 200)
+        checked = credentials.credential_set(service=given.service, fields=given.fields)
+        request.context.service = checked.service
+        store = credentials.store_verified_credentials if verify else credentials.store_credentials
+        stored = store(actor=request.context.actor, credentials=checked)
+        return Response(service_body(stored.entry), status=stored.event.status)
 
 
 class ProviderListView(AccountAPIView):
     http_method_names = ["get", "head"]
-    audit_actions = {"get": AuditAction.PROVIDERS_LIST}
+    operations = {"get": Operation.LIST_PROVIDERS}
 
     @extend_schema(
         operation_id="list_providers",
         summary="List the provider catalog",
+        tags=["providers"],
         description=(
             "Every catalog provider with the credential shapes it accepts (required and "
             "optional keyNames) and whether each shape is verified here. Any other service "
             "identifier may be stored too, unverified."
         ),
-        responses={200: ProviderSerializer(many=True), **problems(401, 403, 405, 429, 503)},
-        parameters=COMMON_HEADERS,
+        responses={200: ProviderSerializer(many=True)},
     )
-    def get(self, request: Request) -> Response:
-        return Response(describe_all())
+    def get(self, request: ApiRequest) -> Response:
+        return Response(credentials.list_providers(actor=request.context.actor))
 
 
 class ServiceCredentialsView(AccountAPIView):
     http_method_names = ["delete"]
-    audit_actions = {"delete": AuditAction.SERVICES_REMOVE}
+    operations = {"delete": Operation.REMOVE_SERVICE}
 
     @extend_schema(
         operation_id="remove_service",
         summary="Remove a service's credentials",
-        parameters=[path_identifier("service", "The service to remove."), *COMMON_HEADERS],
-        responses={204: None, **problems(400, 401, 403, 404, 405, 429, 503)},
+        tags=["services"],
+        parameters=[path_identifier("service", "The service to remove.", "github")],
+        responses={204: OpenApiResponse(description="Removed."), **problems(404)},
     )
-    def delete(self, request: Request, service: str) -> Response:
-        normalized = connections.service_identifier(service)
-        note_service(request, normalized)
-        connections.remove_service(
-            account=request.user, service=normalized, context=audit_context(request)
-        )
-        mark_audited(request)
-        return Response(status=204)
+    def delete(self, request: ApiRequest, service: str) -> Response:
+        normalized = credentials.service_identifier(service)
+        event = credentials.remove_service(actor=request.context.actor, service=normalized)
+        return Response(status=event.status)

@@ -11,9 +11,13 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from typing import Any
 
-from services.api.parsing import MAX_BODY_BYTES
+from services.exceptions import LengthRequired
+
+# The largest request body read (CONTRACT 4); the strict reader refuses a longer one with 413.
+MAX_BODY_BYTES = 64 * 1024
 
 
 class RequestBodyMiddleware:
@@ -34,17 +38,19 @@ class RequestBodyMiddleware:
 
     @staticmethod
     def _length_required(start_response: Callable[..., Any]) -> list[bytes]:
+        # Before Django: the problem document is written here, from the one definition.
+        status = HTTPStatus(LengthRequired.status_code)
         body = json.dumps(
             {
                 "type": "about:blank",
-                "title": "Length Required",
-                "status": 411,
-                "detail": "Send the body with a Content-Length header.",
-                "code": "length_required",
+                "title": status.phrase,
+                "status": status.value,
+                "detail": LengthRequired.default_detail,
+                "code": LengthRequired.default_code,
             }
         ).encode()
         start_response(
-            "411 Length Required",
+            f"{status.value} {status.phrase}",
             [
                 ("Content-Type", "application/problem+json"),
                 ("Content-Length", str(len(body))),

@@ -1,4 +1,6 @@
-"""Identifiers of the account API: service identifiers, keyNames and keyTypes (CONTRACT 3)."""
+"""Identifiers (CONTRACT 3): service identifiers, keyNames and keyTypes. The one definition of
+each rule: the catalog checks its entries with them, the account API its input, the OpenAPI
+document states them."""
 
 from __future__ import annotations
 
@@ -7,15 +9,23 @@ import unicodedata
 from collections.abc import Iterable
 
 SERVICE_PATTERN = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,62}[a-z0-9])?")
-# The normalized form, as the OpenAPI document states it (the API also normalizes other input).
-SERVICE_SCHEMA_PATTERN = f"^{SERVICE_PATTERN.pattern}$"
 KEY_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+KEY_NAME_SCHEMA_PATTERN = f"^{KEY_NAME_PATTERN.pattern}$"
+KEY_NAME_RULE = "Must be lowercase snake case: a-z first, then a-z, 0-9 or _, at most 64."
 _SEPARATOR_RUN = re.compile(r"[\s_]+")
 
+API_KEY, OAUTH = "api_key", "oauth"
+KEY_TYPES = (API_KEY, OAUTH)
+# A set holding either is an OAuth set.
 OAUTH_MARKERS = frozenset({"access_token", "refresh_token"})
 SERVICE_RULE = (
     "1 to 64 characters of a-z, 0-9, '.' and '-' after normalization, starting and ending "
     "with a letter or digit"
+)
+# What `normalize_service` does, for the documents that describe the accepted input.
+NORMALIZATION_RULE = (
+    "Normalized by Unicode NFKC, trimming surrounding whitespace, lowercasing and turning each "
+    "run of whitespace or _ into one -"
 )
 
 
@@ -42,4 +52,4 @@ def is_key_name(name: str) -> bool:
 
 def key_type_for(key_names: Iterable[str]) -> str:
     """`oauth` when the set holds an access or refresh token, otherwise `api_key`."""
-    return "oauth" if OAUTH_MARKERS.intersection(key_names) else "api_key"
+    return OAUTH if OAUTH_MARKERS.intersection(key_names) else API_KEY
