@@ -2,15 +2,14 @@
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from services.api import errors, health
+from services.api import docs, errors, health
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("api/v1/schema", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/v1/schema", docs.SchemaView.as_view(), name="schema"),
+    path("api/docs", docs.DocsView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include("services.api.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -14,9 +14,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
+from django.utils import timezone
 
+from services import audit
 from services.crypto import KeyRing
-from services.models import Account, ApiToken
+from services.models import Account, Agent, ApiToken, AuditEvent
 from tests.conftest import KEY_A
 from tests.support import Api
 
@@ -29,9 +31,10 @@ def run(*args: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
-    """Run manage.py as a user would, for the exit code."""
-    full_env = {**os.environ, **env}
+def manage(*args: str, **env: str | None) -> subprocess.CompletedProcess:
+    """Run manage.py as a user would, for the exit code. A variable given as None is unset
+    (this process's environment holds what it read from `.env`)."""
+    full_env = {name: value for name, value in {**os.environ, **env}.items() if value is not None}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=Path(settings.BASE_DIR),
@@ -78,11 +81,58 @@ class TestAccountsAndTokens:
         [
             (["nobody"], "no account named"),
             (["alice", "--expires-in", "0"], "--expires-in"),
+            (["alice", "--expires-in", "100000"], "from 1 to 3650"),
         ],
     )
     def test_issue_token_errors(self, alice, args, message):
         with pytest.raises(CommandError, match=message):
             run("issue_token", *args)
+
+    def test_issuing_and_revoking_are_audited_to_the_account(self, alice):
+        token = run("issue_token", "alice")[0].strip()
+        run("revoke_token", token[:12])
+        events = list(
+            AuditEvent.objects.filter(account=alice)
+            .order_by("seq")
+            .values_list("action", "token_prefix", "target")
+        )
+        assert events[-2:] == [
+            ("tokens.issue", "cli", token[:12]),
+            ("tokens.revoke", "cli", token[:12]),
+        ]
+        assert audit.verify_chain(Account.objects.get(pk=alice.pk))[1] is None
+
+    def test_a_deactivated_account_gets_no_token(self, alice):
+        tokens_before = ApiToken.objects.filter(account=alice).count()  # the fixture's
+        run("deactivate_account", "alice")
+        with pytest.raises(CommandError, match="deactivated"):
+            run("issue_token", "alice")
+        assert ApiToken.objects.filter(account=alice).count() == tokens_before
+
+    def test_deactivate_and_reactivate(self, alice_api, alice):
+        out, _ = run("deactivate_account", "alice")
+        assert out.strip() == "alice is deactivated"
+        assert alice_api.list().status_code == 401
+        assert run("deactivate_account", "alice")[0].strip() == "alice is deactivated already"
+        assert run("reactivate_account", "alice")[0].strip() == "alice is active"
+        assert alice_api.list().status_code == 200
+        actions = list(
+            AuditEvent.objects.filter(account=alice, token_prefix="cli")
+            .order_by("seq")
+            .values_list("action", flat=True)
+        )
+        assert actions == ["tokens.issue", "accounts.deactivate", "accounts.reactivate"]
+
+    def test_expire_token_now_and_later(self, alice_api, alice):
+        run("expire_token", alice_api.token[:12], "--in-days", "2")
+        token = ApiToken.objects.get(prefix=alice_api.token[:12])
+        assert 1.99 < (token.expires_at - timezone.now()).total_seconds() / 86400 <= 2
+        assert alice_api.list().status_code == 200
+        run("expire_token", alice_api.token)  # a whole token, by its digest
+        assert alice_api.list().status_code == 401
+        assert "tokens.expire" in AuditEvent.objects.values_list("action", flat=True)
+        with pytest.raises(CommandError, match="--in-days"):
+            run("expire_token", alice_api.token[:12], "--in-days", "-1")
 
     def test_revoke_token(self, alice_api):
         prefix = alice_api.token[:12]
@@ -93,6 +143,22 @@ class TestAccountsAndTokens:
     def test_revoke_unknown_prefix(self, db):
         with pytest.raises(CommandError, match="no token with prefix"):
             run("revoke_token", "cvt_00000000")
+
+    def test_revoke_a_whole_token_by_its_digest(self, alice_api):
+        out, err = run("revoke_token", alice_api.token)
+        assert out.strip() == f"revoked {alice_api.token[:12]} of alice"
+        assert alice_api.token not in out + err
+        assert alice_api.list().status_code == 401
+
+    def test_a_whole_token_is_never_echoed(self, db):
+        from services import tokens
+
+        unknown = tokens.generate().plaintext
+        mistyped = unknown[:-1] + ("a" if unknown[-1] != "a" else "b")
+        for given in (unknown, mistyped):
+            with pytest.raises(CommandError) as refused:
+                run("revoke_token", given)
+            assert str(refused.value) == f"no token with prefix {given[:12]!r}"
 
     def test_list_tokens_shows_prefixes_and_status_only(self, alice_api, bob_api):
         run("revoke_token", bob_api.token[:12])
@@ -189,6 +255,21 @@ class TestAgentCommands:
         run("create_agent", "alice", "bot")
         with pytest.raises(CommandError, match=message):
             run(*args)
+
+    def test_list_agent_tokens_shows_prefixes_and_status_only(self, alice):
+        run("create_agent", "alice", "bot", "--service", "github")
+        first = run("issue_agent_token", "alice", "bot")[0].strip()
+        second = run("issue_agent_token", "alice", "bot")[0].strip()
+        run("revoke_token", second)
+        out, _ = run("list_agent_tokens", "alice", "bot")
+        lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+        assert set(lines) == {first[:12], second[:12]}
+        assert lines[first[:12]].endswith("active")
+        assert lines[second[:12]].endswith("revoked")
+        assert first not in out
+        assert second not in out
+        Agent.objects.filter(name="bot").delete()
+        assert run("list_agent_tokens", "alice")[0].splitlines()[1].endswith("agent deleted")
 
     def test_revoke_token_revokes_agent_tokens(self, alice):
         run("create_agent", "alice", "bot", "--service", "github")

@@ -6,6 +6,8 @@ from datetime import timedelta
 
 from django.core.management.base import CommandError
 
+from services.tokens import MAX_LIFETIME_DAYS
+
 
 def add_expires_in(parser) -> None:
     parser.add_argument(
@@ -13,10 +15,12 @@ def add_expires_in(parser) -> None:
     )
 
 
-def expiry(days: int | None) -> timedelta | None:
+def lifetime(days: int | None) -> timedelta | None:
     """The lifetime asked for with --expires-in: None for a token that never expires."""
     if days is None:
         return None
-    if days < 1:
-        raise CommandError("--expires-in takes a whole number of days, 1 or more")
+    if not 1 <= days <= MAX_LIFETIME_DAYS:
+        raise CommandError(
+            f"--expires-in takes a whole number of days from 1 to {MAX_LIFETIME_DAYS}"
+        )
     return timedelta(days=days)

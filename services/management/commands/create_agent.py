@@ -1,9 +1,9 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services.accounts import AccountError, get_account
 from services.agents import put_agent
-from services.audit import AuditContext
-from services.identifiers import InvalidIdentifier, normalize_service
+from services.audit import Actor
 
 
 class Command(BaseCommand):
@@ -27,15 +27,8 @@ class Command(BaseCommand):
         except AccountError as exc:
             raise CommandError(str(exc)) from None
         except InvalidIdentifier:
-            raise CommandError(
-                "agent names and services are 1 to 64 characters of a-z, 0-9, '.' and '-'"
-            ) from None
-        view, created = put_agent(
-            account=owner,
-            name=agent_name,
-            services=services,
-            context=AuditContext.for_command(owner.pk),
-        )
-        verb = "created" if created else "updated"
-        granted = ", ".join(view.services) or "no services"
-        self.stdout.write(f"{verb} agent {view.name} of {owner.name}: {granted}")
+            raise CommandError(f"agent names and services are {SERVICE_RULE}") from None
+        put = put_agent(actor=Actor.command(owner.pk), name=agent_name, services=services)
+        verb = "created" if put.created else "updated"
+        granted = ", ".join(put.agent.services) or "no services"
+        self.stdout.write(f"{verb} agent {put.agent.name} of {owner.name}: {granted}")

@@ -1,11 +1,11 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from providers.identifiers import InvalidIdentifier, normalize_service
 from services.accounts import AccountError, get_account
 from services.agents import issue_agent_token
-from services.audit import AuditContext
+from services.audit import Actor
 from services.exceptions import AgentNotFound
-from services.identifiers import InvalidIdentifier, normalize_service
-from services.management.expiry import add_expires_in, expiry
+from services.management.expiry import add_expires_in, lifetime
 
 
 class Command(BaseCommand):
@@ -20,15 +20,14 @@ class Command(BaseCommand):
         add_expires_in(parser)
 
     def handle(self, *args, account: str, name: str, expires_in: int | None, **options) -> None:
-        lifetime = expiry(expires_in)
+        duration = lifetime(expires_in)
         try:
             owner = get_account(name=account)
             issued = issue_agent_token(
-                account=owner,
+                actor=Actor.command(owner.pk),
                 name=normalize_service(name),
-                expires_in=lifetime,
-                context=AuditContext.for_command(owner.pk),
-            )
+                expires_in=duration,
+            ).issued
         except AccountError as exc:
             raise CommandError(str(exc)) from None
         except (AgentNotFound, InvalidIdentifier):

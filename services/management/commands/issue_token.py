@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from services.accounts import AccountError, get_account, issue_token
-from services.management.expiry import add_expires_in, expiry
+from services.management.expiry import add_expires_in, lifetime
 
 
 class Command(BaseCommand):
@@ -16,13 +16,13 @@ class Command(BaseCommand):
         add_expires_in(parser)
 
     def handle(self, *args, account: str, name: str, expires_in: int | None, **options) -> None:
-        lifetime = expiry(expires_in)
+        duration = lifetime(expires_in)
         try:
             owner = get_account(name=account)
             issued = issue_token(
                 account=owner,
                 name=name,
-                expires_in=lifetime,
+                expires_in=duration,
             )
         except AccountError as exc:
             raise CommandError(str(exc)) from None

@@ -2,11 +2,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from services.accounts import AccountError, get_account
+from services.management.listing import token_status, when
 from services.models import ApiToken
-
-
-def _when(moment) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M") if moment else "-"
 
 
 class Command(BaseCommand):
@@ -28,16 +25,8 @@ class Command(BaseCommand):
             f"{'EXPIRES':<18}STATUS"
         )
         for token in tokens:
-            if token.is_revoked:
-                status = "revoked"
-            elif token.is_expired(now):
-                status = "expired"
-            elif not token.account.is_active:
-                status = "account inactive"
-            else:
-                status = "active"
             self.stdout.write(
                 f"{token.prefix:<14}{token.account.name:<20}{token.name[:19]:<20}"
-                f"{_when(token.created_at):<18}{_when(token.last_used_at):<18}"
-                f"{_when(token.expires_at):<18}{status}"
+                f"{when(token.created_at):<18}{when(token.last_used_at):<18}"
+                f"{when(token.expires_at):<18}{token_status(token, now)}"
             )

@@ -1,0 +1,1 @@
+"""Format modules (FORMAT_MODULE_PATH): how the admin's pages show dates and times."""

@@ -1,0 +1,23 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from services.accounts import AccountError, get_account, set_account_active
+
+
+class Command(BaseCommand):
+    help = (
+        "Deactivate an account: every token of it is refused from its next request. "
+        "Recorded in its audit chain (actor `cli`)."
+    )
+    active = False
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("account")
+
+    def handle(self, *args, account: str, **options) -> None:
+        try:
+            owner = get_account(name=account)
+        except AccountError as exc:
+            raise CommandError(str(exc)) from None
+        changed = set_account_active(account=owner, active=self.active)
+        state = "active" if self.active else "deactivated"
+        self.stdout.write(f"{owner.name} is {state}" + ("" if changed else " already"))

@@ -1,0 +1,36 @@
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
+from services.accounts import AccountError, get_account
+from services.management.listing import token_status, when
+from services.models import AgentToken
+
+
+class Command(BaseCommand):
+    help = "List the agent tokens of an account, or of one of its agents (prefixes only)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("account")
+        parser.add_argument("agent", nargs="?")
+
+    def handle(self, *args, account: str, agent: str | None, **options) -> None:
+        try:
+            owner = get_account(name=account)
+            tokens = AgentToken.objects.filter(account=owner)
+            if agent:
+                tokens = tokens.filter(agent_name=normalize_service(agent))
+        except AccountError as exc:
+            raise CommandError(str(exc)) from None
+        except InvalidIdentifier:
+            raise CommandError(f"an agent name is {SERVICE_RULE}") from None
+        now = timezone.now()
+        self.stdout.write(
+            f"{'PREFIX':<14}{'AGENT':<20}{'CREATED':<18}{'LAST USED':<18}{'EXPIRES':<18}STATUS"
+        )
+        for token in tokens.select_related("account").order_by("agent_name", "created_at"):
+            self.stdout.write(
+                f"{token.prefix:<14}{token.agent_name[:19]:<20}{when(token.created_at):<18}"
+                f"{when(token.last_used_at):<18}{when(token.expires_at):<18}"
+                f"{token_status(token, now)}"
+            )

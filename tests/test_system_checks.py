@@ -1,0 +1,107 @@
+"""The system checks (CONTRACT 2): a misconfigured start stops at `manage.py check` with a clear
+message that holds no key, and a production configuration passes `check --deploy`."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from tests.conftest import KEY_B, TEST_KEYS
+from tests.test_commands import manage
+
+
+class TestSystemChecks:
+    """A misconfigured start stops at `manage.py check` with a clear message."""
+
+    def test_an_sqlite_without_returning_fails_check(self, monkeypatch):
+        from django.db import connection
+
+        from services.storage import checks, dialects
+
+        if connection.vendor != "sqlite":
+            pytest.skip("a check of the SQLite library")
+        assert checks.check_database_version(None) == []
+        monkeypatch.setattr(dialects.sqlite3, "sqlite_version_info", (3, 34, 1))
+        [error] = checks.check_database_version(None)
+        assert error.id == "credvault.E007"
+        assert "3.35" in error.msg
+
+    @pytest.mark.parametrize(
+        ("env", "check_id", "words"),
+        [
+            ({"SECRET_KEY": ""}, "credvault.E001", "SECRET_KEY is not set"),
+            ({"CREDVAULT_ENCRYPTION_KEYS": ""}, "credvault.E002", "not set"),
+            ({"CREDVAULT_ENCRYPTION_KEYS": "k1:bm90LWJhc2U2NA"}, "credvault.E002", "base64"),
+            ({"CREDVAULT_ENCRYPTION_KEYS": "k1:c2hvcnQ="}, "credvault.E002", "32"),
+            (
+                {"CREDVAULT_ENCRYPTION_KEYS": f"k1:{KEY_B},k1:{KEY_B}"},
+                "credvault.E002",
+                "duplicate",
+            ),
+            ({"CREDVAULT_PROVIDER_BASE_URLS": "[1"}, "credvault.E003", "JSON"),
+            (
+                {"CREDVAULT_PROVIDER_BASE_URLS": '{"github": "ftp://x"}'},
+                "credvault.E003",
+                "http(s) URL",
+            ),
+            ({"CREDVAULT_RATE_LIMIT": "lots"}, "credvault.E004", "rate"),
+        ],
+    )
+    def test_bad_configuration_fails_check(self, env, check_id, words):
+        result = manage("check", **env)
+        assert result.returncode != 0
+        assert check_id in result.stderr
+        assert words in result.stderr
+        assert KEY_B not in result.stderr
+
+    PRODUCTION = {
+        "CREDVAULT_ENV_FILE": "",  # README, "Production": the local .env is not read
+        # Nor is what this test process copied into its environment from that .env.
+        "CREDVAULT_ENVIRONMENT": None,
+        "CREDVAULT_ENCRYPTION_KEYS": TEST_KEYS,
+        "DEBUG": "false",
+        "SECURE_SSL_REDIRECT": "true",
+        "ALLOWED_HOSTS": "vault.example.com",
+    }
+
+    def test_deploy_check_passes_in_a_production_configuration(self):
+        result = manage(
+            "check",
+            "--deploy",
+            "--fail-level",
+            "WARNING",
+            SECRET_KEY=secrets.token_urlsafe(50),
+            **self.PRODUCTION,
+        )
+        assert result.returncode == 0, result.stderr
+
+    def test_deploy_check_fails_on_the_local_env_file(self, tmp_path):
+        """A host where `make run` once ran: the production settings are in the environment,
+        but the generated .env is still read. The deploy check fails, loudly."""
+        from scripts.write_env import main as write_env
+
+        local = tmp_path / ".env"
+        assert write_env(str(local)) == 0
+        result = manage(
+            "check",
+            "--deploy",
+            SECRET_KEY=secrets.token_urlsafe(50),
+            **{**self.PRODUCTION, "CREDVAULT_ENV_FILE": str(local)},
+        )
+        assert result.returncode != 0
+        assert "credvault.E009" in result.stderr
+        assert "CREDVAULT_ENV_FILE" in result.stderr
+
+    def test_environment_provider_base_urls_are_read(self):
+        result = manage(
+            "shell",
+            "-v",
+            "0",
+            "-c",
+            "from providers.verification import base_url_for; from providers.catalog import get; "
+            "print(base_url_for(get('github')), base_url_for(get('gitlab')))",
+            CREDVAULT_PROVIDER_BASE_URLS='{"github": "https://ghe.example.com/api/v3"}',
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["https://ghe.example.com/api/v3", "https://gitlab.com"]
