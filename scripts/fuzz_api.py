@@ -3,10 +3,12 @@
 Starts a throwaway credvault (its own SQLite file, gunicorn on a free loopback port, a fake
 provider on 127.0.0.1 that every catalog entry points to), seeds an account whose stored
 values and tokens are marked, and runs schemathesis over every operation of the OpenAPI
-document: the account operations with an account token, the agent read with an agent token.
-Checks: no server error, status codes, content types, headers and bodies as the schema says,
-no request accepted without its token, and no marked secret in any response (`fuzz_hooks`).
-Prints the number of generated cases; exits non-zero on any failure.
+document with `schemathesis.toml`: each operation with the token of its security scheme (the
+account operations with an account token, the agent read with an agent token), in the
+examples, coverage, fuzzing and stateful phases, every check on (no server error; status
+codes, content types, headers and bodies as the schema says; valid data accepted and invalid
+data refused; no request accepted without its token; no marked secret in any response,
+`fuzz_hooks`). Prints the number of generated cases; exits non-zero on any failure.
 """
 
 from __future__ import annotations
@@ -23,17 +25,8 @@ from providers.catalog import CATALOG_PATH, parse_catalog
 from scripts.harness import BASE_DIR, Gunicorn, ProviderServer, server_env
 
 WORK = BASE_DIR / "var" / "fuzz"
-CHECKS = ",".join(
-    [
-        "not_a_server_error",
-        "status_code_conformance",
-        "content_type_conformance",
-        "response_headers_conformance",
-        "response_schema_conformance",
-        "ignored_auth",
-        "no_marked_secret",
-    ]
-)
+CONFIG = BASE_DIR / "schemathesis.toml"
+AGENT_READ = "agent_read_credentials"
 
 
 def seed(env: dict[str, str]) -> dict:
@@ -45,15 +38,15 @@ def seed(env: dict[str, str]) -> dict:
     django.setup()
     from django.core.management import call_command
 
-    from services import agents, connections
+    from services import agents, credentials
     from services.accounts import create_account, issue_token
-    from services.audit import AuditContext
+    from services.audit import Actor
     from services.masking import Secret
 
     call_command("migrate", verbosity=0)
     account = create_account(name="fuzz")
     token = issue_token(account=account, name="fuzz").plaintext
-    context = AuditContext.for_command(account.pk)
+    actor = Actor.command(account.pk)
     values: dict[str, list[str]] = {}
     for service, names in {
         "github": ["api_key"],
@@ -62,34 +55,31 @@ def seed(env: dict[str, str]) -> dict:
     }.items():
         fields = [(name, Secret(f"FUZZ-MARKED-{service}-{name}-x9q")) for name in names]
         values[service] = [value.reveal() for _, value in fields]
-        credentials = connections.credential_set(service=service, fields=fields)
-        connections.store_credentials(account=account, credentials=credentials, context=context)
-    agents.put_agent(
-        account=account, name="fuzzer", services=["github", "custom", "openai"], context=context
-    )
-    agent_token = agents.issue_agent_token(account=account, name="fuzzer", context=context)
+        checked = credentials.credential_set(service=service, fields=fields)
+        credentials.store_credentials(actor=actor, credentials=checked)
+    agents.put_agent(actor=actor, name="fuzzer", services=["github", "custom", "openai"])
+    agent_token = agents.issue_agent_token(actor=actor, name="fuzzer").issued
     return {"token": token, "agent_token": agent_token.plaintext, "values": values}
 
 
 def schemathesis(
-    label: str, url: str, token: str, operations: list[str], args: argparse.Namespace
+    label: str, url: str, operations: list[str], args: argparse.Namespace
 ) -> tuple[int, int]:
-    """Run schemathesis; (exit code, number of generated cases)."""
+    """Run schemathesis over `operations` (+id: only those, -id: all but those); (exit code,
+    number of generated cases). The tokens come from the environment, through the config."""
     report = WORK / f"report-{label}.ndjson"
     command = [
         str(Path(sys.executable).with_name("schemathesis")),
+        "--config-file",
+        str(CONFIG),
         "run",
         f"{url}/api/v1/schema?format=json",
-        "--header",
-        f"Authorization: Bearer {token}",
-        "--checks",
-        CHECKS,
         "--max-examples",
         str(args.max_examples),
         "--seed",
         str(args.seed),
         "--phases",
-        "examples,coverage,fuzzing",
+        "examples,coverage,fuzzing,stateful",
         # One worker: on CPython 3.11, hypothesis describing lambdas from several threads at
         # once trips `ast.parse` ("AST constructor recursion depth mismatch"), a tool error.
         "--workers",
@@ -169,14 +159,14 @@ def main() -> int:
         )
     )
     os.environ["CREDVAULT_FUZZ_SECRETS"] = str(secrets_file)
+    os.environ["CREDVAULT_FUZZ_ACCOUNT_TOKEN"] = seeded["token"]
+    os.environ["CREDVAULT_FUZZ_AGENT_TOKEN"] = seeded["agent_token"]
     try:
         with Gunicorn(env, workers=2, log=WORK / "gunicorn.log") as server:
             # The agent read first: the account run deletes agents (and so their tokens).
-            agent_code, agent_cases = schemathesis(
-                "agent", server.url, seeded["agent_token"], ["+agent_read_credentials"], args
-            )
+            agent_code, agent_cases = schemathesis("agent", server.url, [f"+{AGENT_READ}"], args)
             account_code, account_cases = schemathesis(
-                "account", server.url, seeded["token"], ["-agent_read_credentials"], args
+                "account", server.url, [f"-{AGENT_READ}"], args
             )
     finally:
         provider.stop()

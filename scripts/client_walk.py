@@ -1,0 +1,413 @@
+"""The README's walk-through, driven through a client generated from the served document:
+`python -m scripts.client_walk`.
+
+Starts a throwaway credvault (its own SQLite file, gunicorn on a free loopback port, a fake
+provider on 127.0.0.1 that refuses every key, as GitHub refuses `ghp_example`), fetches
+`GET /api/v1/schema`, generates a Python client from it with openapi-python-client into a
+temporary directory under var/, imports it as generated (no edit) and walks: list, test, store,
+verify on store, a refused store, the provider list, an agent with a grant, its token, the agent
+read, the grant removed, the service removed, the agent deleted, a token revoked, and the audit
+pages. Every answer must have the documented status and parse into the documented model.
+Prints the figures; exits non-zero naming the first mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from providers.catalog import CATALOG_PATH, parse_catalog
+from scripts.harness import BASE_DIR, Gunicorn, ProviderServer, manage, request, server_env
+
+WORK = BASE_DIR / "var" / "client-walk"
+PACKAGE = "credvault_client"
+# Generator options only: the generated code itself is used as it comes.
+GENERATOR_CONFIG = {"package_name_override": PACKAGE, "project_name_override": "credvault-client"}
+
+
+class Mismatch(Exception):
+    """The server or the generated client did not do what the document says."""
+
+
+def generate(document: bytes, into: Path) -> None:
+    """Generate the client package from `document` as `into`/PACKAGE."""
+    spec = into / "openapi.json"
+    spec.write_bytes(document)
+    config = into / "config.json"
+    config.write_text(json.dumps(GENERATOR_CONFIG))
+    output = into / PACKAGE
+    # The generator formats its output with ruff, which it looks for on PATH.
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("openapi-python-client")),
+            "generate",
+            "--path",
+            str(spec),
+            "--config",
+            str(config),
+            "--output-path",
+            str(output),
+            "--meta",
+            "none",
+            "--fail-on-warning",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise Mismatch(
+            "openapi-python-client could not generate a client without warnings:\n"
+            + (result.stdout + result.stderr).strip()[-3000:]
+        )
+
+
+@dataclass
+class Walk:
+    """The generated client and a record of what was called."""
+
+    package: Any
+    url: str
+    token: str
+    calls: Counter = field(default_factory=Counter)
+
+    def api(self, tag: str, operation: str) -> Any:
+        return importlib.import_module(f"{PACKAGE}.api.{tag}.{operation}")
+
+    def model(self, name: str) -> Any:
+        return getattr(importlib.import_module(f"{PACKAGE}.models"), name)
+
+    def client(self, token: str | None = None) -> Any:
+        return self.package.AuthenticatedClient(
+            base_url=self.url, token=token or self.token, raise_on_unexpected_status=True
+        )
+
+    def call(self, tag: str, operation: str, status: int, model: str | None, **kwargs: Any):
+        """Call one operation; the answer must have `status` and parse into `model` (None: no
+        body). Returns the parsed body."""
+        kwargs.setdefault("client", self.client())
+        where = f"{operation} (expected {status})"
+        errors = importlib.import_module(f"{PACKAGE}.errors")
+        try:
+            response = self.api(tag, operation).sync_detailed(**kwargs)
+        except errors.UnexpectedStatus as error:
+            raise Mismatch(
+                f"{where}: answered {error.status_code}, a status the document does not list "
+                f"for it: {error.content[:300]!r}"
+            ) from None
+        self.calls[operation] += 1
+        if response.status_code != HTTPStatus(status):
+            raise Mismatch(f"{where}: answered {int(response.status_code)}: {response.content!r}")
+        parsed = response.parsed
+        if model is None:
+            if parsed is not None or response.content:
+                raise Mismatch(f"{where}: a body where the document says none: {parsed!r}")
+            return None
+        expected = self.model(model)
+        items = parsed if isinstance(parsed, list) else [parsed]
+        if not all(isinstance(item, expected) for item in items):
+            raise Mismatch(f"{where}: parsed as {type(parsed).__name__}, not {model}")
+        # The model must hold the whole answer: a member the document does not name is
+        # dropped by the generated parser, and shows here.
+        again = [item.to_dict() for item in items]
+        sent = json.loads(response.content)
+        if not same(sent if isinstance(parsed, list) else [sent], again):
+            raise Mismatch(
+                f"{where}: the model does not hold the answer as sent:\n"
+                f"  sent: {str(sent)[:600]}\n  held: {str(again)[:600]}"
+            )
+        return parsed
+
+    def problem(self, tag: str, operation: str, status: int, code: str, **kwargs: Any):
+        problem = self.call(tag, operation, status, "Problem", **kwargs)
+        if problem.code != self.model("ProblemCode")(code):
+            raise Mismatch(f"{operation}: code {problem.code!r}, expected {code}")
+        return problem
+
+
+def same(sent: Any, held: Any) -> bool:
+    """Whether the JSON the server sent and the model's `to_dict()` agree: the same members
+    everywhere and the same values, a time being equal as a time (`Z` or `+00:00`)."""
+    if isinstance(sent, dict) and isinstance(held, dict):
+        return sent.keys() == held.keys() and all(same(sent[k], held[k]) for k in sent)
+    if isinstance(sent, list) and isinstance(held, list):
+        return len(sent) == len(held) and all(map(same, sent, held))
+    if isinstance(sent, str) and isinstance(held, str) and sent != held:
+        try:
+            return datetime.fromisoformat(sent) == datetime.fromisoformat(held)
+        except ValueError:
+            return False
+    return sent == held
+
+
+def expect(what: str, actual: Any, expected: Any) -> None:
+    if actual != expected:
+        raise Mismatch(f"{what}: {actual!r}, expected {expected!r}")
+
+
+def walk(w: Walk) -> tuple[int, int]:
+    """The README's walk-through, step by step; (audit pages, audit events) read at the end."""
+    entry, body = w.model("CredentialEntry"), w.model("CredentialInput")
+
+    def credentials(service: str, **values: str) -> Any:
+        return body(
+            service=service,
+            credentials=[entry(key_name=name, value=value) for name, value in values.items()],
+        )
+
+    expect("services at first", w.call("services", "list_services", 200, "ConnectedService"), [])
+
+    result = w.call(
+        "services",
+        "verify_credentials",
+        200,
+        "VerificationResult",
+        body=credentials("github", api_key="ghp_example"),
+    )
+    expect(
+        "test of a refused key",
+        (result.ok, result.verified, result.reason),
+        (False, False, w.model("VerificationReason")("rejected")),
+    )
+    result = w.call(
+        "services",
+        "verify_credentials",
+        200,
+        "VerificationResult",
+        body=credentials("My Internal API", api_key="k-123"),
+    )
+    expect(
+        "test outside the catalog",
+        (result.ok, result.verified, str(result.reason)),
+        (True, False, "no_verifier"),
+    )
+
+    stored = w.call(
+        "services",
+        "store_credentials",
+        201,
+        "ConnectedService",
+        body=credentials("GitHub", api_key="ghp_example"),
+    )
+    expect("stored service", (stored.service, str(stored.key_type)), ("github", "api_key"))
+    w.call(
+        "services",
+        "store_credentials",
+        200,
+        "ConnectedService",
+        body=credentials("github", api_key="ghp_example"),
+    )
+    slack = w.call(
+        "services",
+        "store_credentials",
+        201,
+        "ConnectedService",
+        body=credentials("slack", access_token="xoxp-example", refresh_token="xoxe-example"),  # noqa: S106
+    )
+    expect("OAuth keyType", str(slack.key_type), "oauth")
+    listed = w.call("services", "list_services", 200, "ConnectedService")
+    expect("services listed", [s.service for s in listed], ["github", "slack"])
+
+    refused = w.problem(
+        "services",
+        "store_credentials",
+        422,
+        "verification_failed",
+        body=credentials("openai", api_key="sk-example"),
+        verify="required",
+    )
+    expect("verify on store, reason", str(refused.reason), "rejected")
+    invalid = w.problem(
+        "services",
+        "store_credentials",
+        400,
+        "invalid_service",
+        body=credentials("../etc", api_key="x"),
+    )
+    expect("field of the refused store", [e.field for e in invalid.errors], ["service"])
+
+    providers = w.call("providers", "list_providers", 200, "Provider")
+    expect("providers listed", len(providers) > 0, True)
+
+    agent = w.call(
+        "agents",
+        "put_agent",
+        201,
+        "Agent",
+        name="report-bot",
+        body=w.model("AgentInput")(services=["github"]),
+    )
+    expect("agent's grants", agent.services, ["github"])
+    expect(
+        "agents listed",
+        [a.name for a in w.call("agents", "list_agents", 200, "Agent")],
+        ["report-bot"],
+    )
+    issued = w.call(
+        "agent_tokens",
+        "issue_agent_token",
+        201,
+        "AgentToken",
+        name="report-bot",
+        body=w.model("AgentTokenInput")(expires_in_days=30),
+    )
+    tokens = w.call("agent_tokens", "list_agent_tokens", 200, "AgentTokenInfo", name="report-bot")
+    expect("agent's tokens", [t.prefix for t in tokens], [issued.prefix])
+
+    agent_client = w.client(issued.token)
+    read = w.call(
+        "agent",
+        "agent_read_credentials",
+        200,
+        "AgentCredentials",
+        service="github",
+        client=agent_client,
+    )
+    expect(
+        "agent read",
+        [(c.key_name, c.value) for c in read.credentials],
+        [("api_key", "ghp_example")],
+    )
+    w.problem("agent", "agent_read_credentials", 403, "insufficient_scope", service="github")
+
+    w.call(
+        "agents",
+        "put_agent",
+        200,
+        "Agent",
+        name="report-bot",
+        body=w.model("AgentInput")(services=[]),
+    )
+    w.problem(
+        "agent", "agent_read_credentials", 403, "not_granted", service="github", client=agent_client
+    )
+    w.call(
+        "agents",
+        "put_agent",
+        200,
+        "Agent",
+        name="report-bot",
+        body=w.model("AgentInput")(services=["github"]),
+    )
+    w.call("services", "remove_service", 204, None, service="github")
+    w.problem("services", "remove_service", 404, "service_not_connected", service="github")
+    w.problem(
+        "agent",
+        "agent_read_credentials",
+        404,
+        "service_not_connected",
+        service="github",
+        client=agent_client,
+    )
+    w.call("agents", "delete_agent", 204, None, name="report-bot")
+    w.problem(
+        "agent",
+        "agent_read_credentials",
+        401,
+        "invalid_token",
+        service="github",
+        client=agent_client,
+    )
+    w.problem("agents", "delete_agent", 404, "agent_not_found", name="report-bot")
+
+    w.call(
+        "agents",
+        "put_agent",
+        201,
+        "Agent",
+        name="nightly",
+        body=w.model("AgentInput")(services=["slack"]),
+    )
+    spare = w.call("agent_tokens", "issue_agent_token", 201, "AgentToken", name="nightly")
+    w.call("agent_tokens", "revoke_agent_token", 204, None, name="nightly", prefix=spare.prefix)
+    w.problem(
+        "agent",
+        "agent_read_credentials",
+        401,
+        "invalid_token",
+        service="slack",
+        client=w.client(spare.token),
+    )
+
+    seen: list[int] = []
+    cursor: dict[str, str] = {}
+    pages = 0
+    while True:
+        page = w.call("audit", "list_audit_events", 200, "AuditPage", limit=5, **cursor)
+        pages += 1
+        seen += [event.seq for event in page.events]
+        actions = w.model("AuditAction")
+        if not all(isinstance(event.action, actions) for event in page.events):
+            raise Mismatch("list_audit_events: an action outside the AuditAction enum")
+        if page.next_ is None:
+            break
+        cursor = {"before": page.next_}
+    expect("audit pages, newest first, no gap", seen, list(range(len(seen), 0, -1)))
+    return pages, len(seen)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    for path in WORK.glob("walk.sqlite3*"):
+        path.unlink()
+    provider = ProviderServer().start()
+    provider.answer(401, {"message": "Bad credentials"})
+    catalog_ids = list(parse_catalog(CATALOG_PATH.read_text(encoding="utf-8")))
+    env = server_env(
+        f"sqlite:///{WORK / 'walk.sqlite3'}",
+        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({pid: provider.url for pid in catalog_ids}),
+    )
+    manage(env, "migrate", "--no-input")
+    manage(env, "create_account", "walk")
+    token = manage(env, "issue_token", "walk")
+    generated = Path(tempfile.mkdtemp(prefix="generated-", dir=WORK))
+    try:
+        with Gunicorn(env, workers=2, log=WORK / "gunicorn.log") as server:
+            status, _, document = request("GET", f"{server.url}/api/v1/schema?format=json")
+            if status != 200:
+                raise Mismatch(f"GET /api/v1/schema answered {status}")
+            generate(document, generated)
+            sys.path.insert(0, str(generated))
+            w = Walk(importlib.import_module(PACKAGE), server.url, token)
+            pages, events = walk(w)
+        operations = {
+            operation["operationId"]
+            for item in json.loads(document)["paths"].values()
+            for operation in item.values()
+            if isinstance(operation, dict) and "operationId" in operation
+        }
+        missed = operations - set(w.calls)
+        if missed:
+            raise Mismatch(f"operations the walk never called: {', '.join(sorted(missed))}")
+    except Mismatch as mismatch:
+        print(f"client walk: MISMATCH: {mismatch}")
+        return 1
+    finally:
+        provider.stop()
+        shutil.rmtree(generated, ignore_errors=True)
+    print(
+        f"client walk: {sum(w.calls.values())} calls over all {len(operations)} operations "
+        f"through the generated client, every answer as documented; {pages} audit pages "
+        f"of {events} events"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
