@@ -5,11 +5,18 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 
 SOAK_SECONDS ?= 60
+BENCH_ARGS ?=
+# Where `make run` serves; gunicorn.conf.py reads it too.
+CREDVAULT_BIND ?= 127.0.0.1:8000
+export CREDVAULT_BIND
 
-.PHONY: run test lint format setup migrate clean fuzz soak bench
+.PHONY: run test lint format setup migrate clean fuzz openapi client-walk soak bench
 
-run: setup migrate
-	$(PY) manage.py bootstrap_demo --base-url http://127.0.0.1:8000
+# The address is checked first: a taken port stops here, before any token is printed.
+run: setup
+	@$(PY) scripts/check_bind.py
+	$(PY) manage.py migrate --no-input
+	$(PY) manage.py bootstrap_demo --base-url http://$(CREDVAULT_BIND)
 	$(BIN)/gunicorn -c gunicorn.conf.py credvault.wsgi:application
 
 test: setup lint
@@ -19,17 +26,28 @@ test: setup lint
 fuzz: setup
 	$(PY) -m scripts.fuzz_api
 
+# openapi-spec-validator on the document a live gunicorn serves, as JSON and as YAML.
+openapi: setup
+	$(PY) -m scripts.validate_openapi
+
+# A client generated from the served document (openapi-python-client) walks the README.
+client-walk: setup
+	$(PY) -m scripts.client_walk
+
 # Concurrent clients for SOAK_SECONDS against gunicorn on PostgreSQL (127.0.0.1:5432).
 soak: setup
 	$(PY) -m scripts.soak --seconds $(SOAK_SECONDS)
 
-# Side-by-side throughput and latency on SQLite and PostgreSQL (BENCHMARKS.md). Uses wrk from
-# the system's packages, installing it where it can, else a Python load generator.
+# Throughput and latency of each endpoint beside a plain Django view, on SQLite and PostgreSQL,
+# against each backend's targets (TARGETS in scripts/bench.py), and the agent read of 16 agents
+# of one account beside that of 16 accounts (docs/performance.md). BENCH_ARGS passes options, e.g.
+# "--rounds 1 --seconds 2" for a short run. Uses wrk from the system's packages, installing it
+# where it can, else a Python load generator.
 bench: setup
 	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 		&& (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null 2>&1; } \
 		|| echo "wrk is not installed: the Python load generator is used"
-	$(PY) -m scripts.bench
+	$(PY) -m scripts.bench $(BENCH_ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

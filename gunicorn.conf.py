@@ -14,7 +14,7 @@ def default_workers() -> int:
 
     Every request waits on the database at least twice (its token, its audit event). With one
     sync worker per core, a core idles while its worker waits on PostgreSQL; a second worker
-    per core fills that time (BENCHMARKS.md, "Workers"). gunicorn's documentation starts from
+    per core fills that time (docs/performance.md). gunicorn's documentation starts from
     about twice the cores. The ceiling keeps a large host from opening more database
     connections and memory (about 80 MB a worker) than a default should: set WEB_CONCURRENCY
     there, and where a container's CPU quota is below the cores it sees.
@@ -31,10 +31,13 @@ graceful_timeout = 20
 # credvault writes its own access-log line per request (without secrets); gunicorn's is off.
 accesslog = None
 errorlog = "-"
+# No control socket: credvault does not use gunicornc, and every instance on a host would
+# otherwise share (and a stopping one delete) ~/.gunicorn/gunicorn.ctl.
+control_socket_disable = True
 
 
 def post_worker_init(worker) -> None:
     """Move what the worker loaded at start-up (Django and the apps: about 86,000 objects) out
     of the garbage collector's reach. A full collection otherwise walks all of them, pausing
-    the worker for tens of milliseconds (BENCHMARKS.md)."""
+    the worker for tens of milliseconds (docs/performance.md)."""
     gc.freeze()

@@ -54,6 +54,22 @@ def fresh_postgres(url: str) -> None:
         db.execute(f'CREATE DATABASE "{name}"')
 
 
+def manage(env: dict[str, str], *args: str) -> str:
+    """`manage.py ARGS` in `env`, as an operator runs it: its standard output, or an error
+    naming the command with the end of what it printed on standard error."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"manage.py {args[0]} failed: {result.stderr.strip()[-500:]}")
+    return result.stdout.strip()
+
+
 def server_env(database_url: str, **overrides: str) -> dict[str, str]:
     """The environment of a throwaway server: secrets of its own, plain local HTTP."""
     env = {
@@ -169,10 +185,13 @@ def request(
     token: str | None = None,
     body: Any = None,
     timeout: float = 30,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     """One HTTP request with the standard library: (status, headers, body)."""
     data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json"} if data is not None else {}
+    headers = dict(headers or {})
+    if data is not None:
+        headers.setdefault("Content-Type", "application/json")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     req = urllib.request.Request(url, data=data, method=method, headers=headers)

@@ -29,6 +29,7 @@ from scripts.harness import (
     Gunicorn,
     ProviderServer,
     fresh_postgres,
+    manage,
     request,
     server_env,
 )
@@ -42,20 +43,6 @@ OPERATIONS = [
     ("remove", 10),
     ("audit", 5),
 ]
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"manage.py {args[0]} failed: {result.stderr.strip()[-500:]}")
-    return result.stdout.strip()
 
 
 @dataclass
@@ -207,7 +194,8 @@ def main() -> int:
     grants = [arg for service in services for arg in ("--service", service)]
     manage(env, "create_agent", "soak", "soak-agent", *grants)
     agent = manage(env, "issue_agent_token", "soak", "soak-agent")
-    baseline_events = 2  # the agent's creation and its token, from the command line
+    # From the command line: the account token's issuance, the agent's creation and its token.
+    baseline_events = 3
 
     tally = Tally()
     started = time.monotonic()

@@ -8,7 +8,7 @@ import runpy
 
 import pytest
 
-from scripts.harness import BASE_DIR
+from scripts.harness import BASE_DIR, Gunicorn, request, server_env
 
 
 def test_a_worker_freezes_what_it_loaded_at_start_up():
@@ -42,3 +42,29 @@ def test_web_concurrency_sets_the_number_of_workers(monkeypatch):
     assert _config(monkeypatch, cores=2, web_concurrency="3")["workers"] == 3
     # Set but empty, as an unset variable in some deployment tools: the default.
     assert _config(monkeypatch, cores=2, web_concurrency="")["workers"] == 4
+
+
+def test_no_instance_opens_a_control_socket(tmp_path):
+    """Instances on one host shared ~/.gunicorn/gunicorn.ctl; stopping one deleted another's."""
+    env = server_env(f"sqlite:///{tmp_path / 'db.sqlite3'}", HOME=str(tmp_path))
+    env.pop("XDG_RUNTIME_DIR", None)
+    with Gunicorn(env, workers=1) as server:
+        status, _, _ = request("GET", f"{server.url}/healthz")
+    assert status == 200
+    assert not list(tmp_path.rglob("*.ctl"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_head_requests_get_no_body_and_gunicorn_logs_no_warning(alice_account_and_token, tmp_path):
+    from tests.test_faults import database_url
+
+    _, token = alice_account_and_token
+    log = tmp_path / "gunicorn.log"
+    with Gunicorn(server_env(database_url(), LOG_LEVEL="INFO"), workers=1, log=log) as server:
+        for path in ("/healthz", "/api/v1/services", "/api/v1/schema"):
+            status, headers, body = request("HEAD", f"{server.url}{path}", token=token)
+            assert (status, body) == (200, b""), path
+            get_status, _, got = request("GET", f"{server.url}{path}", token=token)
+            assert get_status == 200
+            assert int(headers["Content-Length"]) == len(got), path
+    assert "no-body response" not in log.read_text()

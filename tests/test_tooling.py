@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from scripts.client_walk import same
 from scripts.fuzz_api import generated_cases
 
 
@@ -61,3 +62,13 @@ def test_clean_responses_pass(hooks):
 def test_the_case_count_is_read_from_the_summary():
     assert generated_cases("Test cases:\n  1273 generated, 1273 passed, 20 skipped\n") == 1273
     assert generated_cases("no summary") == 0
+
+
+def test_the_client_walk_sees_a_member_the_model_drops():
+    sent = {"events": [{"seq": 2, "time": "2026-11-21T09:30:12.345678Z", "extra": 1}]}
+    held = {"events": [{"seq": 2, "time": "2026-11-21T09:30:12.345678+00:00"}]}
+    assert not same(sent, held)
+    del sent["events"][0]["extra"]
+    assert same(sent, held)
+    assert not same({"time": "2026-11-21T09:30:12Z"}, {"time": "2026-11-21T09:30:13+00:00"})
+    assert not same({"code": "a"}, {"code": "b"})
