@@ -1,6 +1,7 @@
-"""The admin's lists in a real browser: headless Chromium at 1400x900, logged in as staff,
-against gunicorn serving the test database. Every list fits its page: no table wider than the
-space it is given (the token and audit lists once overflowed it).
+"""The admin in a real browser: headless Chromium at 1400x900, logged in as staff, against
+gunicorn serving the test database. Every list and every kind of object's page fits its width
+(the token and audit lists once overflowed it), and each page is titled by the object's name.
+A screenshot of every page is saved under var/screenshots/admin/, where CI keeps it.
 
 Skipped where selenium (the `dev` extra) or Chromium and its driver (Debian: `apt-get install
 chromium chromium-driver`) are absent.
@@ -15,7 +16,8 @@ from collections.abc import Iterator
 import pytest
 from django.contrib.auth.models import User
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import BASE_DIR, Gunicorn, server_env
+from services.models import Account, AgentToken, ApiToken, AuditEvent, ConnectedService
 from tests.test_admin import agent_with_token, store
 from tests.test_faults import database_url
 
@@ -40,6 +42,8 @@ def _browser_installed() -> None:
 
 
 PASSWORD = "staff-password"
+LONG_SERVICE = "custom-customer-relationship-manager"
+SCREENSHOTS = BASE_DIR / "var" / "screenshots" / "admin"
 # Each list with the widest rows the seed below makes; the accounts list with its overview.
 LISTS = [
     "/admin/services/account/",
@@ -71,11 +75,11 @@ def seeded(alice, bob):
     """Long names everywhere a list shows one, and every kind of row."""
     User.objects.create_superuser("staff", "staff@example.com", PASSWORD)
     for account in (alice, bob):
-        store(account, "custom-customer-relationship-manager", api_key="v", client_secret="w")
+        store(account, LONG_SERVICE, api_key="v", client_secret="w")
         agent_with_token(
             account,
             "nightly-reconciliation-and-reporting-agent",
-            ["custom-customer-relationship-manager", "github", "openai"],
+            [LONG_SERVICE, "github", "openai"],
         )
 
 
@@ -99,16 +103,59 @@ def log_in(driver, url: str) -> None:
         pytest.fail(f"not logged in: {driver.current_url} shows {driver.title!r}")
 
 
+def fits(driver, box: str) -> None:
+    """Neither `box` (a CSS selector) nor the page is wider than the window gives it."""
+    inner, page = driver.execute_script(
+        "const r = document.querySelector(arguments[0]);"
+        "const d = document.documentElement;"
+        "return [[r.scrollWidth, r.clientWidth], [d.scrollWidth, d.clientWidth]];",
+        box,
+    )
+    assert inner[0] <= inner[1], f"{driver.current_url}: {box} overflows its box: {inner}"
+    assert page[0] <= page[1], f"{driver.current_url}: the page scrolls sideways: {page}"
+
+
+def screenshot(driver, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    assert driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+
+
 @pytest.mark.django_db(transaction=True)
 def test_every_admin_list_fits_1400_pixels(seeded, browser):
     with Gunicorn(server_env(database_url()), workers=1) as server:
         log_in(browser, server.url)
         for path in LISTS:
             browser.get(f"{server.url}{path}")
-            results, page = browser.execute_script(
-                "const r = document.querySelector('#changelist .results');"
-                "const d = document.documentElement;"
-                "return [[r.scrollWidth, r.clientWidth], [d.scrollWidth, d.clientWidth]];"
-            )
-            assert results[0] <= results[1], f"{path}: the table overflows its box: {results}"
-            assert page[0] <= page[1], f"{path}: the page scrolls sideways: {page}"
+            fits(browser, "#changelist .results")
+            screenshot(browser, f"list-{path.strip('/').split('/')[-1]}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_kind_of_object_page_fits_and_is_titled_by_name(seeded, browser):
+    from selenium.webdriver.common.by import By
+
+    account = Account.objects.get(name="alice")
+    pages = {
+        "account": (account, "alice"),
+        "apitoken": (ApiToken.objects.filter(account=account).first(), None),
+        "agenttoken": (AgentToken.objects.filter(account=account).first(), None),
+        "connectedservice": (
+            ConnectedService.objects.get(
+                account=account, service="custom-customer-relationship-manager"
+            ),
+            "custom-customer-relationship-manager",
+        ),
+        "agent": (account.agents.get(), "nightly-reconciliation-and-reporting-agent"),
+        "auditevent": (AuditEvent.objects.filter(account=account).order_by("-seq").first(), None),
+    }
+    with Gunicorn(server_env(database_url()), workers=1) as server:
+        log_in(browser, server.url)
+        for model, (obj, name) in pages.items():
+            browser.get(f"{server.url}/admin/services/{model}/{obj.pk}/change/")
+            fits(browser, "#content")
+            heading = browser.find_element(By.CSS_SELECTOR, "#content h2").text
+            assert heading == str(obj), f"{model}: the page is titled {heading!r}"
+            assert f"object ({obj.pk})" not in browser.title
+            if name is not None:
+                assert name in heading
+            screenshot(browser, f"page-{model}")
