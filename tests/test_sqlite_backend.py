@@ -165,6 +165,30 @@ def test_a_single_write_inside_a_transaction_shares_its_lock(lock_path):
     assert states == [True, False]
 
 
+def test_a_failed_commit_inside_a_single_write_keeps_its_lock(lock_path, monkeypatch):
+    """Django rolls back after a commit that failed: the transaction's share of the lock is
+    let go once, and the single write around it still holds its own."""
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    def failing_commit(self) -> None:
+        raise OperationalError("disk I/O error")
+
+    states = []
+
+    def nested() -> None:
+        with connection.single_write():
+            monkeypatch.setattr(BaseDatabaseWrapper, "_commit", failing_commit)
+            with pytest.raises(OperationalError), transaction.atomic():
+                create_account(name="lost")
+            monkeypatch.undo()
+            states.append((connection.writer_lock_depth, held_elsewhere(lock_path)))
+        states.append((connection.writer_lock_depth, held_elsewhere(lock_path)))
+
+    assert _finishes(nested)
+    assert states == [(1, True), (0, False)]
+    assert not Account.objects.filter(name="lost").exists()
+
+
 def test_a_closed_connection_lets_go_of_a_nested_lock(lock_path):
     def close_inside() -> None:
         connection.ensure_connection()

@@ -48,6 +48,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
     _writer_lock: int | None = None
     # How many holders (a transaction, single writes) share the lock now.
     writer_lock_depth = 0
+    # Whether the open transaction is one of them.
+    _transaction_holds_lock = False
 
     def _take_writer_lock(self) -> None:
         self.writer_lock_depth += 1
@@ -96,21 +98,28 @@ class DatabaseWrapper(base.DatabaseWrapper):
         except BaseException:
             self._let_go_writer_lock()
             raise
+        self._transaction_holds_lock = True
+
+    def _end_transaction_hold(self) -> None:
+        """The transaction's share of the lock, let go once: a commit that fails is followed
+        by Django's rollback, and the two must not both count down an outer holder's share."""
+        if self._transaction_holds_lock:
+            self._transaction_holds_lock = False
+            self._let_go_writer_lock()
 
     def _commit(self) -> None:
-        try:
-            super()._commit()
-        finally:
-            self._let_go_writer_lock()
+        super()._commit()  # a failed commit keeps the lock until the rollback that follows
+        self._end_transaction_hold()
 
     def _rollback(self) -> None:
         try:
             super()._rollback()
         finally:
-            self._let_go_writer_lock()
+            self._end_transaction_hold()
 
     def _close(self) -> None:
         try:
             super()._close()
         finally:
+            self._transaction_holds_lock = False
             self._let_go_writer_lock(entirely=True)
