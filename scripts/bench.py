@@ -1,10 +1,12 @@
 """Benchmark: `python -m scripts.bench` (or `make bench`).
 
 For SQLite and PostgreSQL in turn: seed a fresh database, start gunicorn with production
-settings (DEBUG off, gunicorn.conf.py's sync workers: two per core), and load it from a
-separate process (wrk when installed, else a Python load generator) in interleaved rounds
-(`--rounds`, 5 by default, of measurements of `--seconds`, 5 by default) at 16 connections:
-the baseline `/healthz` (a plain Django view), list with 10 and with 100 services, store of a
+settings (DEBUG off, gunicorn.conf.py's workers: two per core) and the benchmark's URL of its
+baseline (scripts/bench_settings.py), and load it from a separate process (wrk when
+installed, else a Python load generator) in interleaved rounds (`--rounds`, 5 by default, of
+measurements of `--seconds`, 5 by default) at 16 connections: the baseline `/bench/baseline`
+(a plain Django view behind the whole middleware stack, as `/healthz` was before probes were
+answered ahead of it: scripts/bench_urls.py), list with 10 and with 100 services, store of a
 3-field set, the agent read, the agent read by 16 agents of one account and by one agent in
 each of 16 accounts (successive requests take their 16 tokens in turn), and test of a custom
 service (`no_verifier`). Each endpoint is measured between two baselines; prints rps, p50 and
@@ -43,6 +45,10 @@ BACKENDS = {
     "sqlite": f"sqlite:///{WORK / 'bench.sqlite3'}",
     "postgres": "postgres://postgres@127.0.0.1:5432/credvault_bench",
 }
+# The baseline: a plain Django view behind the whole middleware stack (scripts/bench_urls.py),
+# served with the benchmark's settings, which add only that URL.
+BASELINE = "/bench/baseline"
+SETTINGS = "scripts.bench_settings"
 # The targets, per backend: each endpoint's median over the rounds of its rps ratio to the
 # baseline. On PostgreSQL the database server shares the machine's cores with the workers and
 # every request, reads included, commits its audit event before it answers (docs/performance.md).
@@ -383,7 +389,7 @@ def fresh_database(backend: str) -> None:
 def endpoints(tokens: dict) -> list[Endpoint]:
     credentials = [{"keyName": k, "value": v} for k, v in FIELDS.items()]
     return [
-        Endpoint("baseline", "GET", "/healthz"),
+        Endpoint("baseline", "GET", BASELINE),
         Endpoint("list10", "GET", "/api/v1/services", tokens["list10"]),
         Endpoint("list100", "GET", "/api/v1/services", tokens["list100"]),
         Endpoint(
@@ -475,10 +481,11 @@ def interleaved(
 
 
 def bench_env(backend: str, **overrides: str) -> dict[str, str]:
-    """The server's environment: limits far above what the load reaches, room for the
-    account of 1,000 services."""
+    """The server's environment: the benchmark's settings (the baseline's URL), limits far
+    above what the load reaches, room for the account of 1,000 services."""
     return server_env(
         BACKENDS[backend],
+        DJANGO_SETTINGS_MODULE=SETTINGS,
         CREDVAULT_RATE_LIMIT="100000000/min",
         CREDVAULT_TEST_RATE_LIMIT="100000000/min",
         CREDVAULT_MAX_SERVICES_PER_ACCOUNT="2000",
