@@ -121,8 +121,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
-# Moments in the admin to the second, with their zone: credvault/formats/en/formats.py.
-FORMAT_MODULE_PATH = ["credvault.formats"]
+# Moments in the admin to the second, with their zone: services/formats/en/formats.py.
+FORMAT_MODULE_PATH = ["services.formats"]
 
 STATIC_URL = "static/"
 # Admin and API-docs assets come from the installed packages, served by WhiteNoise without a

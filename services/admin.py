@@ -3,7 +3,7 @@ value, a ciphertext or a token digest; the only changes are revoking tokens and 
 accounts, both audited (services/accounts.py).
 
 Every list of an account's objects filters by account and searches by the account's name.
-Every moment is shown to the second, in UTC (credvault/formats/en/formats.py)."""
+Every moment is shown to the second, in UTC (services/formats/en/formats.py)."""
 
 from __future__ import annotations
 
