@@ -24,6 +24,7 @@ from providers.identifiers import (
     KEY_TYPES,
     OAUTH,
     OAUTH_MARKERS,
+    OAUTH_MARKERS_TEXT,
     SERVICE_PATTERN,
 )
 
@@ -51,7 +52,7 @@ CHECK_KEYS = {
     "credential_in_url",
     "docs",
 }
-_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]{0,63})\}")
+_PLACEHOLDER = re.compile(rf"\{{({KEY_NAME_PATTERN.pattern})\}}")
 
 
 class CatalogError(ImproperlyConfigured):
@@ -312,9 +313,9 @@ def _parse_shape(raw: Any, where: str) -> Shape:
     # The keyType shown for a stored set follows from its keyNames (CONTRACT 3): a shape's
     # declared keyType must be the one its sets get.
     if key_type == OAUTH and not OAUTH_MARKERS & required:
-        raise _fail(where, "an oauth shape requires access_token or refresh_token")
+        raise _fail(where, f"an oauth shape requires {OAUTH_MARKERS_TEXT}")
     if key_type == API_KEY and OAUTH_MARKERS & (required | optional):
-        raise _fail(where, "an api_key shape names no access_token or refresh_token")
+        raise _fail(where, f"an api_key shape may not name {OAUTH_MARKERS_TEXT}")
     check = None
     if "check" in raw:
         check = _parse_check(raw["check"], where, required | optional)

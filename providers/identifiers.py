@@ -18,6 +18,7 @@ API_KEY, OAUTH = "api_key", "oauth"
 KEY_TYPES = (API_KEY, OAUTH)
 # A set holding either is an OAuth set.
 OAUTH_MARKERS = frozenset({"access_token", "refresh_token"})
+OAUTH_MARKERS_TEXT = " or ".join(sorted(OAUTH_MARKERS))
 SERVICE_RULE = (
     "1 to 64 characters of a-z, 0-9, '.' and '-' after normalization, starting and ending "
     "with a letter or digit"

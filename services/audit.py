@@ -33,7 +33,13 @@ from enum import Enum
 
 from django.utils import timezone
 
-from services.models import Account, AuditAction, AuditEvent, AuditOutcome
+from services.models import (
+    REQUEST_ID_MAX_LENGTH,
+    Account,
+    AuditAction,
+    AuditEvent,
+    AuditOutcome,
+)
 from services.storage import queries
 from services.times import rfc3339
 
@@ -63,7 +69,7 @@ class Actor:
             return cls(
                 account_id=account_id,
                 token_prefix=STAFF_ACTOR,
-                request_id=f"{STAFF_ACTOR}:{staff}"[:64],
+                request_id=f"{STAFF_ACTOR}:{staff}"[:REQUEST_ID_MAX_LENGTH],
             )
         return cls(account_id=account_id, token_prefix=COMMAND_ACTOR, request_id=COMMAND_ACTOR)
 

@@ -14,6 +14,10 @@ from django.utils import timezone
 
 from providers import identifiers
 
+# A request id: the caller's X-Request-ID when it fits (services/api/context.py), a staff
+# user's `admin:NAME` cut to fit, or a new one.
+REQUEST_ID_MAX_LENGTH = 64
+
 
 class KeyType(models.TextChoices):
     API_KEY = identifiers.API_KEY, "API key"
@@ -261,7 +265,7 @@ class AuditEvent(models.Model):
     target = models.CharField(max_length=64, blank=True)
     outcome = models.CharField(max_length=16, choices=AuditOutcome.choices)
     status = models.PositiveSmallIntegerField()
-    request_id = models.CharField(max_length=64)
+    request_id = models.CharField(max_length=REQUEST_ID_MAX_LENGTH)
     prev_digest = models.CharField(max_length=64)
     digest = models.CharField(max_length=64)
 

@@ -16,8 +16,9 @@ from django.http import HttpRequest
 from rest_framework.request import Request
 
 from services.audit import Actor
+from services.models import REQUEST_ID_MAX_LENGTH
 
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_REQUEST_ID = re.compile(rf"[A-Za-z0-9._-]{{1,{REQUEST_ID_MAX_LENGTH}}}")
 
 
 @dataclass(frozen=True, slots=True)

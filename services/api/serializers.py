@@ -23,6 +23,7 @@ from providers.identifiers import (
     KEY_NAME_RULE,
     KEY_NAME_SCHEMA_PATTERN,
     NORMALIZATION_RULE,
+    OAUTH_MARKERS_TEXT,
     SERVICE_RULE,
 )
 from providers.listing import shapes_text
@@ -67,7 +68,7 @@ def _credentials_text() -> str:
     return (
         f"1 to {MAX_CREDENTIALS} entries. Each keyName at most once: a repeated keyName is "
         "400 with the field error `duplicate` (uniqueItems cannot say this of one member). "
-        "The keyType follows: `oauth` when the set holds access_token or refresh_token, "
+        f"The keyType follows: `oauth` when the set holds {OAUTH_MARKERS_TEXT}, "
         "else `api_key`. A service of the catalog takes only one of its shapes below "
         "(required keyNames, + optional ones; anything else is 400 naming the missing or "
         "unexpected keyName; GET /api/v1/providers gives the same as data). Any other "
