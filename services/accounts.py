@@ -79,6 +79,12 @@ def create_token(model: type[BearerToken], kind: str, **fields: object) -> Issue
     raise AccountError("could not draw a unique token; try again")
 
 
+def refuse_if_deactivated(account: Account) -> None:
+    """A deactivated account gets no new token, of either kind: it could not be used."""
+    if not account.is_active:
+        raise AccountError(f"account {account.name!r} is deactivated; reactivate it first")
+
+
 def issue_token(
     *,
     account: Account,
@@ -88,8 +94,7 @@ def issue_token(
 ) -> IssuedToken:
     """Create an account token, audited to the account (actor `cli`, or the staff user); its
     plaintext is in the result and nowhere else. A deactivated account gets none."""
-    if not account.is_active:
-        raise AccountError(f"account {account.name!r} is deactivated; reactivate it first")
+    refuse_if_deactivated(account)
     actor = Actor.command(account.pk, staff=staff)
     with transaction.atomic():
         queries.lock_audit_head(account_id=account.pk)

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from services import audit
 from services.crypto import KeyRing
-from services.models import Account, Agent, ApiToken, AuditEvent
+from services.models import Account, Agent, AgentToken, ApiToken, AuditEvent
 from tests.conftest import KEY_A
 from tests.support import Api
 
@@ -109,6 +109,13 @@ class TestAccountsAndTokens:
             run("issue_token", "alice")
         assert ApiToken.objects.filter(account=alice).count() == tokens_before
 
+    def test_a_deactivated_account_gets_no_agent_token(self, alice):
+        run("create_agent", "alice", "reporter")
+        run("deactivate_account", "alice")
+        with pytest.raises(CommandError, match="deactivated"):
+            run("issue_agent_token", "alice", "reporter")
+        assert not AgentToken.objects.filter(account=alice).exists()
+
     def test_deactivate_and_reactivate(self, alice_api, alice):
         out, _ = run("deactivate_account", "alice")
         assert out.strip() == "alice is deactivated"
@@ -172,6 +179,9 @@ class TestAccountsAndTokens:
         lines = {line.split()[0]: line for line in out.splitlines()[1:]}
         assert lines[bob_api.token[:12]].endswith("revoked")
         assert lines[alice_api.token[:12]].endswith("active")
+        # Created to the second, as the admin shows it.
+        created = ApiToken.objects.get(prefix=alice_api.token[:12]).created_at
+        assert created.strftime("%Y-%m-%d %H:%M:%S") in lines[alice_api.token[:12]]
         only_alice, _ = run("list_tokens", "alice")
         assert bob_api.token[:12] not in only_alice
 

@@ -18,7 +18,8 @@ Token = TypeVar("Token", bound=BearerToken)
 
 
 def when(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M") if moment else "-"
+    """A moment to the second, in UTC (TIME_ZONE), as the admin shows it."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
 def token_status(token: BearerToken, now: datetime) -> str:

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from providers.identifiers import InvalidIdentifier, normalize_service
-from services.accounts import AccountError, get_account
+from services.accounts import AccountError, get_account, refuse_if_deactivated
 from services.agents import issue_agent_token
 from services.audit import Actor
 from services.exceptions import AgentNotFound
@@ -23,6 +23,7 @@ class Command(BaseCommand):
         duration = lifetime(expires_in)
         try:
             owner = get_account(name=account)
+            refuse_if_deactivated(owner)
             issued = issue_agent_token(
                 actor=Actor.command(owner.pk),
                 name=normalize_service(name),

@@ -26,11 +26,11 @@ class Command(BaseCommand):
             raise CommandError(f"an agent name is {SERVICE_RULE}") from None
         now = timezone.now()
         self.stdout.write(
-            f"{'PREFIX':<14}{'AGENT':<20}{'CREATED':<18}{'LAST USED':<18}{'EXPIRES':<18}STATUS"
+            f"{'PREFIX':<14}{'AGENT':<20}{'CREATED':<21}{'LAST USED':<21}{'EXPIRES':<21}STATUS"
         )
         for token in tokens.select_related("account").order_by("agent_name", "created_at"):
             self.stdout.write(
-                f"{token.prefix:<14}{token.agent_name[:19]:<20}{when(token.created_at):<18}"
-                f"{when(token.last_used_at):<18}{when(token.expires_at):<18}"
+                f"{token.prefix:<14}{token.agent_name[:19]:<20}{when(token.created_at):<21}"
+                f"{when(token.last_used_at):<21}{when(token.expires_at):<21}"
                 f"{token_status(token, now)}"
             )

@@ -21,12 +21,12 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
         now = timezone.now()
         self.stdout.write(
-            f"{'PREFIX':<14}{'ACCOUNT':<20}{'NAME':<20}{'CREATED':<18}{'LAST USED':<18}"
-            f"{'EXPIRES':<18}STATUS"
+            f"{'PREFIX':<14}{'ACCOUNT':<20}{'NAME':<20}{'CREATED':<21}{'LAST USED':<21}"
+            f"{'EXPIRES':<21}STATUS"
         )
         for token in tokens:
             self.stdout.write(
                 f"{token.prefix:<14}{token.account.name:<20}{token.name[:19]:<20}"
-                f"{when(token.created_at):<18}{when(token.last_used_at):<18}"
-                f"{when(token.expires_at):<18}{token_status(token, now)}"
+                f"{when(token.created_at):<21}{when(token.last_used_at):<21}"
+                f"{when(token.expires_at):<21}{token_status(token, now)}"
             )
