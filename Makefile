@@ -66,7 +66,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=68"
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
