@@ -351,3 +351,19 @@ def test_nginx_accepts_the_config(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "test is successful" in result.stderr
+
+
+def test_the_repository_tracks_no_file_it_ignores():
+    """A file under an ignored path (a tool's cache, `.env`, `var/`) committed by mistake once
+    put a `.schemathesis/` cache in every clone."""
+    git = shutil.which("git")
+    if git is None or not (BASE_DIR / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked_but_ignored = subprocess.run(
+        [git, "ls-files", "--cached", "--ignored", "--exclude-standard"],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert tracked_but_ignored == []
