@@ -2,11 +2,17 @@ from django.urls import path, re_path
 
 from services.api import agent_views, audit_views, views
 
+# Any text at all, control characters included, to the very end (`\Z`: `$` also matches
+# before a final newline). With `.*`, which stops at a newline, `line%0Abreak` was a 404,
+# though it names the `line-break` that a body's `line\nbreak` stores: the view normalizes
+# the path's text exactly as the body's (CONTRACT 3).
+ANY_TEXT = r"[\s\S]*"
+
 # The resolver tries these in order: the paths every agent and client calls come first.
 urlpatterns = [
     path("services", views.ServiceListView.as_view(), name="service-list"),
     re_path(
-        r"^agent/credentials/(?P<service>.*)$",
+        rf"^agent/credentials/(?P<service>{ANY_TEXT})\Z",
         agent_views.AgentCredentialsView.as_view(),
         name="agent-credentials",
     ),
@@ -15,7 +21,7 @@ urlpatterns = [
     # Any text after the slash, even empty or holding '/', reaches the view, so that an
     # identifier that cannot be normalized is a 400 naming `service`, not a 404.
     re_path(
-        r"^services/credentials/(?P<service>.*)$",
+        rf"^services/credentials/(?P<service>{ANY_TEXT})\Z",
         views.ServiceCredentialsView.as_view(),
         name="service-credentials",
     ),
