@@ -181,8 +181,8 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
     fields = []
     for field in found.fields:
         place = Place(actor.account_id, service, field.key_name, found.generation)
-        row = f"credential field {field.id} ({service}/{field.key_name})"
-        fields.append((field.key_name, ring.open(field.key_id, field.ciphertext, place, row=row)))
+        value = ring.open(field.key_id, field.ciphertext, place, field_id=field.id)
+        fields.append((field.key_name, value))
     audit.record(actor, Operation.READ_CREDENTIALS, service=service)
     return AgentCredentials(
         service=service,

@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
 
 from services.masking import Secret
+from services.models import CredentialField
 
 FORMAT_VERSION = 1
 NONCE_BYTES = 12
@@ -42,11 +43,15 @@ KEY_ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 
 
 class KeyRingError(ValueError):
-    """CREDVAULT_ENCRYPTION_KEYS is missing or malformed. Never holds key material."""
+    """A key setting (CREDVAULT_ENCRYPTION_KEYS, CREDVAULT_AUDIT_KEYS) is missing or malformed.
+    Never holds key material."""
 
 
 class DecryptionError(Exception):
-    """A stored value did not open. Names the row; never holds bytes of the value."""
+    """A stored value did not open. Names the row (table, id, key id, account, service,
+    keyName: CONTRACT 8); never holds bytes of the value, so the log shows its message."""
+
+    message_is_safe_to_log = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,32 @@ def _associated_data(key_id: str, place: Place) -> bytes:
     return json.dumps(fields, separators=(",", ":")).encode("ascii")
 
 
+def parse_key_entries(raw: str, *, setting: str) -> list[tuple[str, bytes]]:
+    """The `KEYID:BASE64KEY` entries of a key setting (the encryption keys, the audit keys),
+    each key 32 bytes, ids unique, in order. Errors name the entry, never its key."""
+    if not raw or not raw.strip():
+        raise KeyRingError(f"{setting} is not set")
+    keys: list[tuple[str, bytes]] = []
+    seen: set[str] = set()
+    for position, entry in enumerate(raw.split(","), start=1):
+        key_id, sep, encoded = entry.strip().partition(":")
+        if not sep:
+            raise KeyRingError(f"entry {position} is not of the form KEYID:BASE64KEY")
+        if not KEY_ID_PATTERN.fullmatch(key_id):
+            raise KeyRingError(f"entry {position}: the key id must be 1 to 32 of A-Z a-z 0-9 _ . -")
+        if key_id in seen:
+            raise KeyRingError(f"entry {position}: duplicate key id {key_id!r}")
+        try:
+            key = base64.b64decode(encoded.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise KeyRingError(f"key {key_id!r} is not valid base64") from None
+        if len(key) != KEY_BYTES:
+            raise KeyRingError(f"key {key_id!r} is {len(key)} bytes; it must be {KEY_BYTES}")
+        seen.add(key_id)
+        keys.append((key_id, key))
+    return keys
+
+
 class KeyRing:
     """Named AES-256-GCM keys; the first seals, all open."""
 
@@ -90,29 +121,7 @@ class KeyRing:
     @classmethod
     def parse(cls, raw: str) -> KeyRing:
         """Parse CREDVAULT_ENCRYPTION_KEYS. Errors name the entry, never its key."""
-        if not raw or not raw.strip():
-            raise KeyRingError("CREDVAULT_ENCRYPTION_KEYS is not set")
-        keys: list[tuple[str, bytes]] = []
-        seen: set[str] = set()
-        for position, entry in enumerate(raw.split(","), start=1):
-            key_id, sep, encoded = entry.strip().partition(":")
-            if not sep:
-                raise KeyRingError(f"entry {position} is not of the form KEYID:BASE64KEY")
-            if not KEY_ID_PATTERN.fullmatch(key_id):
-                raise KeyRingError(
-                    f"entry {position}: the key id must be 1 to 32 of A-Z a-z 0-9 _ . -"
-                )
-            if key_id in seen:
-                raise KeyRingError(f"entry {position}: duplicate key id {key_id!r}")
-            try:
-                key = base64.b64decode(encoded.strip(), validate=True)
-            except (binascii.Error, ValueError):
-                raise KeyRingError(f"key {key_id!r} is not valid base64") from None
-            if len(key) != KEY_BYTES:
-                raise KeyRingError(f"key {key_id!r} is {len(key)} bytes; it must be {KEY_BYTES}")
-            seen.add(key_id)
-            keys.append((key_id, key))
-        return cls(keys)
+        return cls(parse_key_entries(raw, setting="CREDVAULT_ENCRYPTION_KEYS"))
 
     def seal(self, value: Secret, place: Place) -> tuple[str, bytes]:
         """Seal `value` for `place` under the primary key: (key_id, stored bytes)."""
@@ -123,13 +132,16 @@ class KeyRing:
         )
         return key_id, bytes([FORMAT_VERSION]) + nonce + sealed
 
-    def open(self, key_id: str, blob: bytes, place: Place, *, row: str) -> Secret:
-        """Open a stored value. `row` names it in the error when it does not open."""
+    def open(self, key_id: str, blob: bytes, place: Place, *, field_id: int) -> Secret:
+        """Open the value of credential field `field_id`; the error names the row."""
+        row = (
+            f"{CredentialField._meta.db_table} id {field_id} (key id {key_id!r}, account "
+            f"{place.account_id}, service {place.service!r}, keyName {place.key_name!r})"
+        )
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             raise DecryptionError(
-                f"{row} was sealed with key id {key_id!r}, which is not in "
-                "CREDVAULT_ENCRYPTION_KEYS"
+                f"{row} was sealed with a key id that is not in CREDVAULT_ENCRYPTION_KEYS"
             )
         blob = bytes(blob)
         if len(blob) < 1 + NONCE_BYTES + 16 or blob[0] != FORMAT_VERSION:

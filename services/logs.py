@@ -1,7 +1,9 @@
 """Logging without data: tracebacks keep their frames but lose the exception's message.
 
 An exception's text can carry what the code was handling (a URL with a key in it, a header, a
-value in a KeyError), so log records print the exception class and the stack, never its text.
+value in a KeyError), so log records print the exception class and the stack, never its text;
+except for credvault's own exceptions whose class declares `message_is_safe_to_log` because
+it writes every message itself from names and ids (a DecryptionError names its row).
 """
 
 from __future__ import annotations
@@ -9,6 +11,15 @@ from __future__ import annotations
 import logging
 import traceback
 from types import TracebackType
+from urllib.parse import quote
+
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+
+
+def escaped_path(path: str) -> str:
+    """A path as a log line writes it: percent-encoded, so that no control character or
+    newline reaches the log."""
+    return quote(path, safe=_PATH_SAFE)
 
 
 class RedactingFormatter(logging.Formatter):
@@ -17,11 +28,13 @@ class RedactingFormatter(logging.Formatter):
         ei: tuple[type[BaseException], BaseException, TracebackType | None]
         | tuple[None, None, None],
     ) -> str:
-        exc_type, _, tb = ei
+        exc_type, exc, tb = ei
         if exc_type is None:
             return ""
         frames = "".join(traceback.format_tb(tb)) if tb else ""
+        safe = getattr(exc_type, "message_is_safe_to_log", False) is True
+        message = str(exc) if safe else "(message withheld)"
         return (
             f"Traceback (most recent call last):\n{frames}"
-            f"{exc_type.__module__}.{exc_type.__qualname__}: (message withheld)"
+            f"{exc_type.__module__}.{exc_type.__qualname__}: {message}"
         )

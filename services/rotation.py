@@ -50,8 +50,7 @@ def reencrypt_batch(*, batch_size: int) -> int:
         for field in fields:
             service = services[field.connected_service_id]
             place = Place(service.account_id, service.service, field.key_name, service.generation)
-            row = f"credential field {field.pk} ({service.service}/{field.key_name})"
-            value = ring.open(field.key_id, field.ciphertext, place, row=row)
+            value = ring.open(field.key_id, field.ciphertext, place, field_id=field.pk)
             field.key_id, field.ciphertext = ring.seal(value, place)
         CredentialField.objects.bulk_update(fields, ["key_id", "ciphertext"])
         for account_id in accounts:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import pickle
+import re
 from io import StringIO
 
 import pytest
@@ -32,7 +33,7 @@ class TestSealing:
         assert secret.reveal().encode() not in blob
         assert blob[0] == 1
         assert len(blob) == 1 + 12 + len(secret.encode()) + 16
-        assert keys.open(key_id, blob, PLACE, row="r") == secret
+        assert keys.open(key_id, blob, PLACE, field_id=1) == secret
 
     def test_each_seal_uses_a_fresh_nonce(self):
         keys = ring(f"a:{KEY_A}")
@@ -48,8 +49,8 @@ class TestSealing:
         tampered = bytearray(blob)
         tampered[position] ^= 0x01
         with pytest.raises(DecryptionError) as raised:
-            keys.open("a", bytes(tampered), PLACE, row="field 7")
-        assert "field 7" in str(raised.value)
+            keys.open("a", bytes(tampered), PLACE, field_id=7)
+        assert "services_credentialfield id 7 (key id 'a', account 1" in str(raised.value)
 
     @pytest.mark.parametrize(
         "moved",
@@ -66,19 +67,19 @@ class TestSealing:
         secret = marked()
         _, blob = keys.seal(Secret(secret), PLACE)
         with pytest.raises(DecryptionError) as raised:
-            keys.open("a", blob, moved, row="field 9")
+            keys.open("a", blob, moved, field_id=9)
         assert secret not in str(raised.value)
 
     def test_a_key_missing_from_the_ring_is_named(self):
         _, blob = ring(f"old:{KEY_A}").seal(Secret("v"), PLACE)
         with pytest.raises(DecryptionError, match="'old'"):
-            ring(f"new:{KEY_B}").open("old", blob, PLACE, row="r")
+            ring(f"new:{KEY_B}").open("old", blob, PLACE, field_id=1)
 
     def test_the_first_key_seals_and_every_key_opens(self):
         old = ring(f"old:{KEY_A}")
         both = ring(f"new:{KEY_B}", f"old:{KEY_A}")
         key_id, blob = old.seal(Secret("v"), PLACE)
-        assert both.open(key_id, blob, PLACE, row="r").reveal() == "v"
+        assert both.open(key_id, blob, PLACE, field_id=1).reveal() == "v"
         assert both.seal(Secret("v"), PLACE)[0] == "new"
 
 
@@ -127,13 +128,13 @@ class TestStoredRows:
     def _open(self, field: CredentialField):
         service = field.connected_service
         place = Place(service.account_id, service.service, field.key_name, service.generation)
-        return key_ring().open(field.key_id, field.ciphertext, place, row=repr(field))
+        return key_ring().open(field.key_id, field.ciphertext, place, field_id=field.pk)
 
     def test_a_ciphertext_copied_into_another_row_fails_to_open(self, alice_api):
         source = self._field(alice_api, "source", api_key="source-value")
         target = self._field(alice_api, "target", api_key="target-value")
         CredentialField.objects.filter(pk=target.pk).update(ciphertext=source.ciphertext)
-        with pytest.raises(DecryptionError, match=f"CredentialField {target.pk}"):
+        with pytest.raises(DecryptionError, match=f"services_credentialfield id {target.pk} "):
             self._open(CredentialField.objects.get(pk=target.pk))
 
     def test_an_older_sets_row_copied_back_fails_to_open(self, alice_api):
@@ -184,7 +185,7 @@ def test_reencrypt_rotates_every_value_and_keeps_it(alice_api, bob_api, settings
                 field.key_id,
                 field.ciphertext,
                 Place(service.account_id, service.service, field.key_name, service.generation),
-                row="r",
+                field_id=1,
             ).reveal()
             for field in service.fields.all()
         }
@@ -232,6 +233,11 @@ def test_reencrypt_stops_at_a_row_that_does_not_open(alice_api, settings):
         ciphertext=sealed[:-1] + bytes([sealed[-1] ^ 0x01])
     )
     settings.CREDVAULT_ENCRYPTION_KEYS = f"new:{KEY_B},old:{KEY_A}"
-    with pytest.raises(CommandError, match=f"CredentialField|credential field {field.pk}"):
+    account = field.connected_service.account_id
+    row = (
+        f"services_credentialfield id {field.pk} (key id 'old', account {account}, "
+        "service 'custom', keyName 'api_key')"
+    )
+    with pytest.raises(CommandError, match=re.escape(row)):
         call_command("reencrypt", stdout=StringIO())
     assert CredentialField.objects.get().key_id == "old"

@@ -146,7 +146,7 @@ def test_random_text_is_almost_never_a_well_formed_token(text):
 @given(st.text(min_size=1, max_size=300), places)
 def test_seal_then_open_returns_the_value(value, place):
     key_id, blob = RING.seal(Secret(value), place)
-    assert RING.open(key_id, blob, place, row="r").reveal() == value
+    assert RING.open(key_id, blob, place, field_id=1).reveal() == value
 
 
 @FAST
@@ -155,7 +155,7 @@ def test_a_ciphertext_opens_only_at_its_place(value, place, other):
     assume(place != other)
     key_id, blob = RING.seal(Secret(value), place)
     with pytest.raises(DecryptionError):
-        RING.open(key_id, blob, other, row="r")
+        RING.open(key_id, blob, other, field_id=1)
 
 
 @FAST
@@ -167,7 +167,7 @@ def test_any_flipped_bit_is_detected(value, place, data):
     tampered = bytearray(blob)
     tampered[position] ^= 1 << bit
     with pytest.raises(DecryptionError):
-        RING.open(key_id, bytes(tampered), place, row="r")
+        RING.open(key_id, bytes(tampered), place, field_id=1)
 
 
 @FAST

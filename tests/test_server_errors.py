@@ -11,7 +11,7 @@ from django.db import OperationalError
 from django.test import Client
 
 from services import credentials
-from tests.support import assert_problem, marked
+from tests.support import assert_problem, creds, marked
 
 
 @pytest.mark.django_db
@@ -50,3 +50,36 @@ class TestServerErrors:
         monkeypatch.setattr(utils.CursorWrapper, "execute", refused)
         response = alice_api.list()
         assert_problem(response, 503, "service_unavailable")
+
+
+@pytest.mark.django_db
+def test_a_moved_ciphertext_is_a_500_whose_log_names_the_row(alice_api, caplog):
+    """CONTRACT 8: the error names the row (table, id, key id, account, service, keyName) in
+    the log, never a byte of the value; the answer names nothing."""
+    from services.models import CredentialField
+    from tests.test_agents import agent_token, put_agent, read
+
+    secret, other = marked("moved"), marked("target")
+    alice_api.store("source", creds(api_key=secret))
+    alice_api.store("target", creds(api_key=other))
+    put_agent(alice_api, "bot", ["target"])
+    token = agent_token(alice_api, "bot")
+    source = CredentialField.objects.get(connected_service__service="source")
+    target = CredentialField.objects.get(connected_service__service="target")
+    CredentialField.objects.filter(pk=target.pk).update(ciphertext=source.ciphertext)
+    with caplog.at_level(logging.ERROR):
+        response = read(token, "target")
+    body = assert_problem(response, 500, "internal_error")
+    assert secret not in response.content.decode()
+    assert "target" not in body["detail"]
+    formatted = "\n".join(
+        h.format(r) for h in logging.getLogger().handlers for r in caplog.records if r.exc_info
+    )
+    account = target.connected_service.account_id
+    assert (
+        f"services.crypto.DecryptionError: services_credentialfield id {target.pk} "
+        f"(key id '{target.key_id}', account {account}, service 'target', keyName 'api_key') "
+        "failed authentication"
+    ) in formatted
+    assert secret not in formatted
+    assert other not in formatted

@@ -20,7 +20,7 @@ def stored_values(service: ConnectedService) -> dict[str, str]:
     for field in service.fields.all():
         place = Place(service.account_id, service.service, field.key_name, service.generation)
         values[field.key_name] = ring.open(
-            field.key_id, field.ciphertext, place, row=repr(field)
+            field.key_id, field.ciphertext, place, field_id=field.pk
         ).reveal()
     return values
 

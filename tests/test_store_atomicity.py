@@ -32,7 +32,7 @@ def opened_set(service: ConnectedService) -> dict[str, str]:
             field.key_id,
             field.ciphertext,
             Place(service.account_id, service.service, field.key_name, service.generation),
-            row=repr(field),
+            field_id=field.pk,
         ).reveal()
         for field in service.fields.all()
     }
