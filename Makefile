@@ -5,12 +5,13 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 
 SOAK_SECONDS ?= 60
+SLOW_SECONDS ?= 10
 BENCH_ARGS ?=
 # Where `make run` serves; gunicorn.conf.py reads it too.
 CREDVAULT_BIND ?= 127.0.0.1:8000
 export CREDVAULT_BIND
 
-.PHONY: run test lint format setup migrate clean fuzz openapi client-walk soak bench
+.PHONY: run test lint format setup env-file migrate clean fuzz openapi client-walk soak slow-clients bench
 
 # The address is checked first: a taken port stops here, before any token is printed.
 run: setup
@@ -38,6 +39,11 @@ client-walk: setup
 soak: setup
 	$(PY) -m scripts.soak --seconds $(SOAK_SECONDS)
 
+# /healthz and the list keep answering while 16 clients hold bodies open and 32 calls wait 2 s
+# each on a slow provider (scripts/slow_clients.py); prints each probe's p50 and p99.
+slow-clients: setup
+	$(PY) -m scripts.slow_clients --seconds $(SLOW_SECONDS)
+
 # Throughput and latency of each endpoint beside a plain Django view, on SQLite and PostgreSQL,
 # against each backend's targets (TARGETS in scripts/bench.py), and the agent read of 16 agents
 # of one account beside that of 16 accounts (docs/performance.md). BENCH_ARGS passes options, e.g.
@@ -57,7 +63,7 @@ format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-setup: $(VENV)/.installed .env var
+setup: $(VENV)/.installed env-file var
 
 migrate: setup
 	$(PY) manage.py migrate --no-input
@@ -70,9 +76,10 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
-# Written once, never overwritten: it holds the key that opens every stored credential.
-.env:
-	$(PYTHON) scripts/write_env.py $@
+# Written once, never overwritten: it holds the key that opens every stored credential. A
+# setting that a later version requires (CREDVAULT_AUDIT_KEYS) is appended to an older file.
+env-file:
+	@$(PYTHON) scripts/write_env.py .env
 
 var:
 	mkdir -p var

@@ -138,6 +138,11 @@ CREDVAULT_MAX_SERVICES_PER_ACCOUNT = env.int("CREDVAULT_MAX_SERVICES_PER_ACCOUNT
 CREDVAULT_VERIFY_TIMEOUT = env.float("CREDVAULT_VERIFY_TIMEOUT", default=5.0)
 CREDVAULT_RATE_LIMIT = env.str("CREDVAULT_RATE_LIMIT", default="600/min")
 CREDVAULT_TEST_RATE_LIMIT = env.str("CREDVAULT_TEST_RATE_LIMIT", default="30/min")
+# Seconds a request body may take to arrive, in all (services/api/wsgi.py): then 408.
+CREDVAULT_BODY_TIMEOUT = env.float("CREDVAULT_BODY_TIMEOUT", default=10.0)
+# The keys that sign audit checkpoints (services/checkpoints.py), in the encryption keys' format.
+CREDVAULT_AUDIT_KEYS = env.str("CREDVAULT_AUDIT_KEYS", default="")
+CREDVAULT_AUDIT_CHECKPOINT_SECONDS = env.int("CREDVAULT_AUDIT_CHECKPOINT_SECONDS", default=60)
 
 # --- REST framework and OpenAPI -------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -215,6 +220,8 @@ LOGGING = {
         # credvault.access logs every request once; Django's own per-response warnings repeat it.
         "django.request": {"level": "ERROR"},
         "django.server": {"level": "ERROR"},
+        # credvault.audit: every audit event and checkpoint as one JSON line (CONTRACT 13), at
+        # INFO through the root's handler, beside the access log; point it elsewhere here.
         # urllib3 logs request lines with their URLs at DEBUG; a URL can hold a key.
         "urllib3": {"level": "WARNING"},
     },

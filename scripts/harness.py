@@ -26,6 +26,7 @@ from typing import Any
 BASE_DIR = Path(__file__).resolve().parent.parent
 # A fixed key for throwaway databases of tests, fuzzing and soak runs; never for real data.
 HARNESS_KEYS = "harness:" + base64.b64encode(b"H" * 32).decode()
+HARNESS_AUDIT_KEYS = "harness-audit:" + base64.b64encode(b"I" * 32).decode()
 
 
 def free_port() -> int:
@@ -81,6 +82,7 @@ def server_env(database_url: str, **overrides: str) -> dict[str, str]:
         {
             "SECRET_KEY": secrets.token_urlsafe(50),
             "CREDVAULT_ENCRYPTION_KEYS": HARNESS_KEYS,
+            "CREDVAULT_AUDIT_KEYS": HARNESS_AUDIT_KEYS,
             "DATABASE_URL": database_url,
             "DEBUG": "false",
             "SECURE_SSL_REDIRECT": "false",

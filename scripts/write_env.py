@@ -1,7 +1,9 @@
-"""Write a local `.env` with a fresh SECRET_KEY and encryption key (standard library only).
+"""Write a local `.env` with a fresh SECRET_KEY, encryption key and audit key (standard
+library only).
 
-Used by `make run` and `make test` when `.env` is missing. The file is created with mode 0600
-and is never overwritten: it holds the key that opens every credential stored with it.
+Used by `make run` and `make test`. The file is created with mode 0600 and never overwritten:
+it holds the key that opens every credential stored with it. A `.env` written before a setting
+became required (CREDVAULT_AUDIT_KEYS) gets that setting appended, and nothing else changes.
 """
 
 from __future__ import annotations
@@ -20,27 +22,53 @@ TEMPLATE = """\
 CREDVAULT_ENVIRONMENT=local
 SECRET_KEY={secret_key}
 CREDVAULT_ENCRYPTION_KEYS={key_id}:{key}
+{audit_keys}
 DEBUG=false
 # Local serving is plain HTTP on 127.0.0.1; production keeps the secure defaults (see README).
 SECURE_SSL_REDIRECT=false
 """
 
 
+def _new_key() -> str:
+    return base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def audit_keys_line(now: datetime) -> str:
+    return (
+        "# Signs audit checkpoints (README, 'Audit'); like the encryption keys, keep it apart\n"
+        f"# from the database.\nCREDVAULT_AUDIT_KEYS=a{now:%Y%m%d}:{_new_key()}"
+    )
+
+
+def add_missing(path: str, now: datetime) -> None:
+    """Append the settings a `.env` of an earlier version lacks; change no line of it."""
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    if any(line.startswith("CREDVAULT_AUDIT_KEYS=") for line in text.splitlines()):
+        return
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(
+            ("" if text.endswith("\n") or not text else "\n") + audit_keys_line(now) + "\n"
+        )
+    print(f"{path}: added a new CREDVAULT_AUDIT_KEYS", file=sys.stderr)
+
+
 def main(path: str) -> int:
-    if os.path.exists(path):
-        print(f"{path} exists; leaving it as it is", file=sys.stderr)
-        return 0
     now = datetime.now(UTC)
+    if os.path.exists(path):
+        add_missing(path, now)
+        return 0
     text = TEMPLATE.format(
         date=now.strftime("%Y-%m-%d"),
         secret_key=secrets.token_urlsafe(50),
         key_id=f"k{now:%Y%m%d}",
-        key=base64.b64encode(secrets.token_bytes(32)).decode("ascii"),
+        key=_new_key(),
+        audit_keys=audit_keys_line(now),
     )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
-    print(f"wrote {path} with a new SECRET_KEY and encryption key", file=sys.stderr)
+    print(f"wrote {path} with a new SECRET_KEY, encryption key and audit key", file=sys.stderr)
     return 0
 
 

@@ -16,7 +16,9 @@ from the end no longer matches the head: `verify_chain` names the first broken l
 (`storage.append_event`), so Python never holds a stale head. Inside a transaction the event
 commits or rolls back with the change it describes; such a transaction takes the account's
 head lock first (`storage.lock_audit_head`, or `storage.lock_service` for a store).
-`verify_chain` recomputes every digest here, in Python.
+`verify_chain` recomputes every digest here, in Python. Each event is also written to the
+`credvault.audit` logger as one JSON line once it commits, and the chain is signed at
+checkpoints that a writer of the database alone cannot forge (`services/checkpoints.py`).
 
 Which action and status each operation records is the table `Operation`; the outcome follows
 from the status (`outcome_for`).
@@ -27,12 +29,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 
+from django.db import transaction
 from django.utils import timezone
 
+from services import checkpoints
 from services.models import (
     REQUEST_ID_MAX_LENGTH,
     Account,
@@ -169,7 +174,20 @@ def record(
         appended.prev_digest,
         appended.digest,
     )
+    if checkpoints.audit_log.isEnabledFor(logging.INFO):
+        line = event_line(event)
+        transaction.on_commit(lambda: checkpoints.audit_log.info("%s", line))
+    checkpoints.note_event(actor.account_id)
     return event
+
+
+def event_line(event: AuditEvent) -> str:
+    """The event as one JSON line for the `credvault.audit` logger (CONTRACT 13): its canonical
+    form and its digests, which a SIEM can check against the chain."""
+    return (
+        f'{{"type":"audit_event","event":{canonical(event)},'
+        f'"prev_digest":"{event.prev_digest}","digest":"{event.digest}"}}'
+    )
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from providers.verification import BaseUrlError, parse_base_urls
 from services.api.throttling import RateError, parse_rate
+from services.checkpoints import audit_keys
 from services.crypto import KeyRing, KeyRingError
 
 
@@ -46,6 +47,31 @@ def check_encryption_keys(app_configs, **kwargs):
 
 
 @register()
+def check_audit_keys(app_configs, **kwargs):
+    errors = []
+    try:
+        audit_keys()
+    except KeyRingError as exc:
+        errors.append(
+            Error(
+                f"CREDVAULT_AUDIT_KEYS is invalid: {exc}.",
+                hint="The keys that sign audit checkpoints, in the format of "
+                "CREDVAULT_ENCRYPTION_KEYS (the first signs, every one verifies); "
+                "`python manage.py generate_key` prints one. Keep them apart from the database.",
+                id="credvault.E010",
+            )
+        )
+    if settings.CREDVAULT_AUDIT_CHECKPOINT_SECONDS < 0:
+        errors.append(
+            Error(
+                "CREDVAULT_AUDIT_CHECKPOINT_SECONDS must be 0 (every event) or more.",
+                id="credvault.E011",
+            )
+        )
+    return errors
+
+
+@register()
 def check_provider_base_urls(app_configs, **kwargs):
     try:
         parse_base_urls(settings.CREDVAULT_PROVIDER_BASE_URLS)
@@ -75,6 +101,10 @@ def check_limits(app_configs, **kwargs):
     if not 0 < settings.CREDVAULT_VERIFY_TIMEOUT <= 60:
         errors.append(
             Error("CREDVAULT_VERIFY_TIMEOUT must be above 0 and at most 60.", id="credvault.E006")
+        )
+    if not 0 < settings.CREDVAULT_BODY_TIMEOUT <= 300:
+        errors.append(
+            Error("CREDVAULT_BODY_TIMEOUT must be above 0 and at most 300.", id="credvault.E012")
         )
     return errors
 

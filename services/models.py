@@ -281,3 +281,36 @@ class AuditEvent(models.Model):
 
     def __repr__(self) -> str:
         return f"<AuditEvent {self.pk}: account {self.account_id}, seq {self.seq}>"
+
+
+class AuditCheckpoint(models.Model):
+    """A signed statement of an account's audit chain at one moment (CONTRACT 13; format in
+    services/checkpoints.py): its seq and digest there, and an HMAC-SHA256 over them and the
+    previous checkpoint's MAC, under a key of CREDVAULT_AUDIT_KEYS that is not in the
+    database. A writer of the database alone can rewrite events, but not a checkpoint."""
+
+    account = models.ForeignKey(
+        Account, on_delete=models.CASCADE, related_name="audit_checkpoints", db_index=False
+    )
+    # The chain's seq and digest at the checkpoint: the event `seq` has `digest`.
+    seq = models.PositiveBigIntegerField()
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+    # The account's previous checkpoint's MAC ("0" * 64 for the first): checkpoints chain.
+    prev_mac = models.CharField(max_length=64)
+    key_id = models.CharField(max_length=32, help_text="The CREDVAULT_AUDIT_KEYS key that signed.")
+    mac = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["account_id", "-seq"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "seq"], name="uniq_audit_checkpoint_seq_per_account"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account.name} checkpoint at #{self.seq}"
+
+    def __repr__(self) -> str:
+        return f"<AuditCheckpoint {self.pk}: account {self.account_id}, seq {self.seq}>"

@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from scripts.harness import listening
+from services import checkpoints
 from services.accounts import create_account, issue_token
 from tests.support import Api, ProviderServer
 
@@ -20,6 +21,7 @@ from tests.support import Api, ProviderServer
 KEY_A = base64.b64encode(b"A" * 32).decode()
 KEY_B = base64.b64encode(b"B" * 32).decode()
 TEST_KEYS = f"test-a:{KEY_A}"
+TEST_AUDIT_KEYS = f"audit-a:{base64.b64encode(b'C' * 32).decode()}"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -46,6 +48,10 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 @pytest.fixture(autouse=True)
 def _test_settings(settings) -> Iterator[None]:
     settings.CREDVAULT_ENCRYPTION_KEYS = TEST_KEYS
+    settings.CREDVAULT_AUDIT_KEYS = TEST_AUDIT_KEYS
+    # No checkpoint but where a test asks for one: the query-count tests count every query.
+    settings.CREDVAULT_AUDIT_CHECKPOINT_SECONDS = 10**9
+    checkpoints._clocks.clear()
     settings.CREDVAULT_PROVIDER_BASE_URLS = "{}"
     settings.CREDVAULT_VERIFY_TIMEOUT = 2.0
     settings.CREDVAULT_RATE_LIMIT = "600/min"

@@ -31,6 +31,7 @@ SHELL_VARIABLES = {
     "DB_PASSWORD": secrets.token_urlsafe(32),
     "SECRET_KEY": secrets.token_urlsafe(50),
     "ENCRYPTION_KEY": "k20261123-a1b2c3:" + "QUFB" * 10 + "QUE=",  # 32 bytes of "A"
+    "AUDIT_KEY": "k20261123-d4e5f6:" + "QkJC" * 10 + "QkI=",  # 32 bytes of "B"
 }
 # Every setting production needs, in the file systemd reads (README, "Production").
 PRODUCTION_SETTINGS = {
@@ -38,6 +39,7 @@ PRODUCTION_SETTINGS = {
     "CREDVAULT_ENV_FILE",
     "SECRET_KEY",
     "CREDVAULT_ENCRYPTION_KEYS",
+    "CREDVAULT_AUDIT_KEYS",
     "DEBUG",
     "ALLOWED_HOSTS",
     "DATABASE_URL",

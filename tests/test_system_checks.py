@@ -7,7 +7,7 @@ import secrets
 
 import pytest
 
-from tests.conftest import KEY_B, TEST_KEYS
+from tests.conftest import KEY_B, TEST_AUDIT_KEYS, TEST_KEYS
 from tests.test_commands import manage
 
 
@@ -46,6 +46,9 @@ class TestSystemChecks:
                 "http(s) URL",
             ),
             ({"CREDVAULT_RATE_LIMIT": "lots"}, "credvault.E004", "rate"),
+            ({"CREDVAULT_AUDIT_KEYS": ""}, "credvault.E010", "CREDVAULT_AUDIT_KEYS is not set"),
+            ({"CREDVAULT_AUDIT_KEYS": "a1:c2hvcnQ="}, "credvault.E010", "32"),
+            ({"CREDVAULT_AUDIT_CHECKPOINT_SECONDS": "-1"}, "credvault.E011", "0 (every event)"),
         ],
     )
     def test_bad_configuration_fails_check(self, env, check_id, words):
@@ -60,6 +63,7 @@ class TestSystemChecks:
         # Nor is what this test process copied into its environment from that .env.
         "CREDVAULT_ENVIRONMENT": None,
         "CREDVAULT_ENCRYPTION_KEYS": TEST_KEYS,
+        "CREDVAULT_AUDIT_KEYS": TEST_AUDIT_KEYS,
         "DEBUG": "false",
         "SECURE_SSL_REDIRECT": "true",
         "ALLOWED_HOSTS": "vault.example.com",

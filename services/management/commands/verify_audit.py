@@ -1,37 +1,71 @@
+import re
+
 from django.core.management.base import BaseCommand, CommandError
 
 from services.accounts import AccountError, get_account
 from services.audit import verify_chain
+from services.checkpoints import check_expected, verify_checkpoints
+from services.crypto import KeyRingError
 from services.models import Account
+
+EXPECTED = re.compile(r"([1-9][0-9]{0,18}):([0-9a-f]{64})")
+
+
+def expected_point(text: str) -> tuple[int, str]:
+    match = EXPECTED.fullmatch(text)
+    if match is None:
+        raise CommandError("--expect takes SEQ:DIGEST, the digest 64 lowercase hex characters")
+    return int(match[1]), match[2]
 
 
 class Command(BaseCommand):
     help = (
-        "Verify the hash chain of audit events of one account, or of every account. Names the "
-        "first broken link (an edited, deleted or reordered event) and exits non-zero. Prints "
-        "each chain's head digest: record it elsewhere to detect a rewritten chain."
+        "Verify the audit of one account, or of every account: every event's digest, every "
+        "signed checkpoint (CREDVAULT_AUDIT_KEYS), and that the chain passes through each. "
+        "Names the first broken link or contradicted checkpoint and exits non-zero. "
+        "--expect SEQ:DIGEST (with an account) also checks a checkpoint kept outside the "
+        "database, such as a line of the credvault.audit log or of checkpoint_audit."
     )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("account", nargs="?")
+        parser.add_argument(
+            "--expect",
+            action="append",
+            default=[],
+            type=expected_point,
+            metavar="SEQ:DIGEST",
+            help="the event SEQ of the account must have DIGEST (repeatable)",
+        )
 
-    def handle(self, *args, account: str | None, **options) -> None:
-        if account:
-            try:
-                accounts = [get_account(name=account)]
-            except AccountError as exc:
-                raise CommandError(str(exc)) from None
-        else:
-            accounts = list(Account.objects.order_by("name"))
-        broken = []
-        for owner in accounts:
-            count, failure = verify_chain(owner)
+    def handle(self, *args, account: str | None, expect: list[tuple[int, str]], **options):
+        if expect and not account:
+            raise CommandError("--expect needs the account it belongs to")
+        try:
+            accounts = [get_account(name=account)] if account else Account.objects.order_by("name")
+            failures = [failure for owner in accounts if (failure := self.verify(owner, expect))]
+        except AccountError as exc:
+            raise CommandError(str(exc)) from None
+        except KeyRingError as exc:
+            raise CommandError(f"CREDVAULT_AUDIT_KEYS is invalid: {exc}") from None
+        if failures:
+            raise CommandError(f"{len(failures)} broken chain(s)")
+
+    def verify(self, owner: Account, expect: list[tuple[int, str]]) -> str:
+        """One account: prints what holds, or writes the failure to stderr and returns it."""
+        count, failure = verify_chain(owner)
+        signed = 0
+        if failure is None:
+            signed, failure = verify_checkpoints(owner)
+        for seq, digest in expect:
             if failure is None:
-                self.stdout.write(
-                    f"account {owner.name}: {count} events, chain intact, head {owner.audit_head}"
-                )
-            else:
-                broken.append(failure)
-                self.stderr.write(str(failure))
-        if broken:
-            raise CommandError(f"{len(broken)} broken chain(s)")
+                failure = check_expected(owner, seq, digest)
+        if failure is not None:
+            self.stderr.write(str(failure))
+            return str(failure)
+        self.stdout.write(
+            f"account {owner.name}: {count} events, chain intact, {signed} signed checkpoint(s) "
+            f"hold, {len(expect)} expected point(s) hold, head {owner.audit_head} at seq "
+            f"{owner.audit_seq}"
+        )
+        return ""
