@@ -24,7 +24,14 @@ def default_workers() -> int:
 
 
 workers = int(os.environ.get("WEB_CONCURRENCY") or default_workers())
-worker_class = "sync"
+# Threads, so that a request waiting on a slow client or a slow provider holds one thread, not
+# a whole worker: with sync workers, two clients that never finished their bodies held both
+# workers of a 2-core host and /healthz went unanswered (docs/performance.md, "Slow clients").
+# A body may take CREDVAULT_BODY_TIMEOUT seconds in all (services/api/wsgi.py). Each thread
+# keeps its own database connection: workers x threads stays below PostgreSQL's
+# max_connections (100 by default; 4 x 16 = 64 here).
+worker_class = "gthread"
+threads = 16
 # A verification call may take CREDVAULT_VERIFY_TIMEOUT seconds; leave room above it.
 timeout = 30
 graceful_timeout = 20
@@ -37,7 +44,12 @@ control_socket_disable = True
 
 
 def post_worker_init(worker) -> None:
-    """Move what the worker loaded at start-up (Django and the apps: about 86,000 objects) out
-    of the garbage collector's reach. A full collection otherwise walks all of them, pausing
-    the worker for tens of milliseconds (docs/performance.md)."""
+    """gunicorn's own refusals (414, 431, a malformed request) as problem details, never HTML
+    (services/api/serving.py). Then move what the worker loaded at start-up (Django and the
+    apps: about 86,000 objects) out of the garbage collector's reach: a full collection
+    otherwise walks all of them, pausing the worker for tens of milliseconds
+    (docs/performance.md)."""
+    from services.api import serving
+
+    serving.install()
     gc.freeze()

@@ -166,6 +166,42 @@ class LengthRequired(ProblemError):
     default_detail = "Send the body with a Content-Length header."
 
 
+class MalformedRequest(ProblemError):
+    """An HTTP message whose framing is broken (RFC 9112): a body that ended before its
+    Content-Length, a bad chunk, a bad request line or header. Never processed. Answered by
+    the WSGI wrapper (`services/api/wsgi.py`) or, before Django, by gunicorn's error writer
+    (`services/api/serving.py`)."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "bad_request"
+    default_detail = "The HTTP message is malformed (RFC 9112); nothing was processed."
+
+
+class BodyTimeout(ProblemError):
+    """A body that did not arrive within CREDVAULT_BODY_TIMEOUT (`services/api/wsgi.py`)."""
+
+    status_code = status.HTTP_408_REQUEST_TIMEOUT
+    default_code = "request_timeout"
+    default_detail = "The request body did not arrive in time; nothing was processed."
+
+
+class UriTooLong(ProblemError):
+    """A request line over gunicorn's limit (`services/api/serving.py`)."""
+
+    status_code = status.HTTP_414_REQUEST_URI_TOO_LONG
+    default_code = "uri_too_long"
+    default_detail = "The request line is too long."
+
+
+class HeaderTooLarge(ProblemError):
+    """A header field, or the header section, over gunicorn's limits
+    (`services/api/serving.py`)."""
+
+    status_code = status.HTTP_431_REQUEST_HEADER_FIELDS_TOO_LARGE
+    default_code = "request_header_too_large"
+    default_detail = "A request header field, or all of them together, is too large."
+
+
 class MissingToken(ProblemError):
     status_code = status.HTTP_401_UNAUTHORIZED
     default_code = "not_authenticated"

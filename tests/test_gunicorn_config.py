@@ -11,12 +11,18 @@ import pytest
 from scripts.harness import BASE_DIR, Gunicorn, request, server_env
 
 
-def test_a_worker_freezes_what_it_loaded_at_start_up():
+def test_a_worker_answers_its_own_errors_as_problems_and_freezes_what_it_loaded(monkeypatch):
+    from gunicorn import util
+
+    from services.api import serving
+
     config = runpy.run_path(str(BASE_DIR / "gunicorn.conf.py"))
-    assert config["worker_class"] == "sync"
+    assert (config["worker_class"], config["threads"]) == ("gthread", 16)
+    monkeypatch.setattr(util, "write_error", util.write_error)  # restored after the test
     gc.unfreeze()
     try:
         config["post_worker_init"](worker=None)
+        assert util.write_error is serving.write_problem
         # Everything alive now, this test run's modules included, is out of the collector's
         # generations.
         assert gc.get_freeze_count() > 10_000

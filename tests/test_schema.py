@@ -257,7 +257,7 @@ class TestTheAcceptedInput:
 class TestEveryStatusIsDocumented:
     """Every status a path can answer is in the document for its operation (issue item 11)."""
 
-    EVERY_OPERATION = {"400", "401", "403", "405", "411", "429", "500", "503"}
+    EVERY_OPERATION = {"400", "401", "403", "405", "408", "411", "414", "429", "431", "500", "503"}
 
     def test_every_operation_lists_the_statuses_any_request_can_get(self, doc):
         for path, method, operation in operations(doc):
@@ -277,7 +277,16 @@ class TestEveryStatusIsDocumented:
         assert services["429"]["headers"]["Retry-After"]["required"] is True
         assert services["401"]["headers"]["WWW-Authenticate"]["required"] is True
         assert services["405"]["headers"]["Allow"]["required"] is True
-        assert "X-Request-ID" not in services["411"]["headers"]
+        for before_django in ("408", "411", "414", "431"):
+            assert "X-Request-ID" not in services[before_django]["headers"]
+        assert services["400"]["headers"]["X-Request-ID"]["required"] is False
+        codes = set(doc["components"]["schemas"]["ProblemCode"]["enum"])
+        assert {
+            "bad_request",
+            "request_timeout",
+            "uri_too_long",
+            "request_header_too_large",
+        } <= codes
 
     def documented(self, doc: dict, path: str, method: str) -> set[str]:
         return set(doc["paths"][path][method]["responses"])

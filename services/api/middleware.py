@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from urllib.parse import quote
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
@@ -17,9 +16,9 @@ from django.http import HttpRequest, HttpResponse
 from services.api import health
 from services.api.context import RequestContext
 from services.api.errors import database_unavailable
+from services.logs import escaped_path
 
 access_log = logging.getLogger("credvault.access")
-_PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
 class RequestContextMiddleware:
@@ -41,7 +40,7 @@ class RequestContextMiddleware:
         access_log.info(
             "%s %s %s %.1fms token=%s request_id=%s",
             request.method,
-            quote(request.path, safe=_PATH_SAFE),
+            escaped_path(request.path),
             response.status_code,
             (time.perf_counter() - started) * 1000,
             accepted.token_prefix if accepted else "-",

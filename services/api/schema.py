@@ -26,8 +26,10 @@ BODY_LIMIT = f"{MAX_BODY_BYTES // 1024} KiB"
 
 PROBLEM_DESCRIPTIONS = {
     400: "Invalid body, parameter or identifier (malformed_json, invalid_request with "
-    "`errors`, invalid_service), or a Host header this server does not serve "
-    "(invalid_request).",
+    "`errors`, invalid_service), a Host header this server does not serve "
+    "(invalid_request), or a malformed HTTP message: a body that ended before its "
+    "Content-Length, a bad chunk or request line, chunked with a Content-Length "
+    "(bad_request, never processed).",
     401: "No token (not_authenticated) or a malformed, unknown, revoked or expired one "
     "(invalid_token).",
     403: "A token of the other kind (insufficient_scope, with the RFC 6750 challenge), or no "
@@ -35,11 +37,16 @@ PROBLEM_DESCRIPTIONS = {
     404: "Not connected (service_not_connected), no such agent (agent_not_found), no such "
     "token (token_not_found), or no such path (not_found: a path parameter holding `/`).",
     405: "Method not allowed (method_not_allowed); see the Allow header.",
+    408: "The body did not arrive within CREDVAULT_BODY_TIMEOUT (request_timeout); nothing "
+    "was processed.",
     409: "The account has reached CREDVAULT_MAX_SERVICES_PER_ACCOUNT (service_limit_reached).",
     411: "A chunked body without Content-Length on a server that cannot mark its end "
     "(length_required). gunicorn marks it; other WSGI servers may not.",
     413: f"Body over {BODY_LIMIT} (payload_too_large), refused before it is read.",
+    414: "A request line over the server's limit (uri_too_long).",
     415: "Not application/json in UTF-8 (unsupported_media_type).",
+    431: "A header field, or the header section, over the server's limits "
+    "(request_header_too_large).",
     422: "With ?verify=required: the provider did not accept the set (verification_failed, "
     "with `reason`); nothing was stored.",
     429: "Rate limit of the token reached (rate_limited); see Retry-After.",
@@ -47,10 +54,15 @@ PROBLEM_DESCRIPTIONS = {
     503: "The database cannot be reached (service_unavailable).",
 }
 
-# What any operation can answer, whatever it does: a Host the server does not serve, a missing
-# or refused token, a token of the other kind, a method the path does not allow, a chunked
-# body the server cannot read whole, the rate limit, a failure, the database down.
-EVERY_OPERATION = (400, 401, 403, 405, 411, 429, 500, 503)
+# What any operation can answer, whatever it does: a Host the server does not serve or a
+# malformed message, a missing or refused token, a token of the other kind, a method the path
+# does not allow, a body that does not arrive in time, a chunked body the server cannot read
+# whole, a request line or headers over the limits, the rate limit, a failure, the database
+# down.
+EVERY_OPERATION = (400, 401, 403, 405, 408, 411, 414, 429, 431, 500, 503)
+# Answered before Django, so without a request id: by the WSGI wrapper (408, 411, and 400
+# for a malformed body) or by gunicorn itself (414, 431, 400 for a malformed message).
+BEFORE_DJANGO = {408, 411, 414, 431}
 OPERATION_METHODS = {"get", "put", "post", "patch", "delete"}
 
 BODY_RULE = (
@@ -107,8 +119,10 @@ def _header(description: str, *, required: bool = True) -> dict:
 def response_headers(status: int) -> dict[str, dict]:
     """The headers of every response of this status, as the server sends them."""
     headers = {"Cache-Control": _header("Always no-store.")}
-    if status != 411:  # answered by the WSGI wrapper, before the request has an id
-        headers["X-Request-ID"] = _header("The request's id, as in the access log.")
+    if status not in BEFORE_DJANGO:
+        headers["X-Request-ID"] = _header(
+            "The request's id, as in the access log.", required=status != 400
+        )
     if status == 401:
         headers["WWW-Authenticate"] = _header(
             'Bearer realm="credvault", with error="invalid_token" for a refused token.'

@@ -1,23 +1,159 @@
-"""WSGI wrapper for request bodies sent without Content-Length (chunked transfer coding).
+"""The WSGI wrapper around Django: every request body is read whole, within a deadline, and
+checked against its framing before Django sees the request (RFC 9112, CONTRACT 14).
 
-Django reads a body without Content-Length as empty. Here such a body is read up to one byte
-past the 64 KiB limit, when the server marks the end of the input (`wsgi.input_terminated`, as
-gunicorn does), and handed on with its real length, so that the view sees it whole or refuses it
-with 413. A server that cannot mark the end gets 411, never an empty body.
+- A body with a Content-Length up to the 64 KiB limit is read to its end. If the client stops
+  before it (it closed, or a chunk is malformed), the request is never processed: it is logged
+  and answered 400 `bad_request` where the connection still allows. Django would otherwise read
+  the shorter body as if it were the whole one (a truncated JSON that happens to be valid was
+  once stored with 201).
+- A chunked body without Content-Length is read up to one byte past the limit when the server
+  marks the end of the input (`wsgi.input_terminated`, as gunicorn does), and handed on with its
+  real length, so that the view sees it whole or refuses it with 413. A server that cannot mark
+  the end gets 411, never an empty body.
+- A body over the limit is left unread: the view refuses it with 413 by its Content-Length.
+- Reading may take CREDVAULT_BODY_TIMEOUT seconds in all, however slowly the bytes come: then
+  the socket's reading side is shut (`Deadlines`), the read ends, and the answer is 408
+  `request_timeout`. A client that holds a body open holds one thread that long, no longer.
+
+Django then reads the body from memory: the view's strict reader is unchanged.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import io
+import itertools
 import json
+import logging
+import socket
+import threading
+import time
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-from services.exceptions import LengthRequired
+from django.conf import settings
+
+from services.exceptions import BodyTimeout, LengthRequired, MalformedRequest, ProblemError
+from services.logs import escaped_path
 
 # The largest request body read (CONTRACT 4); the strict reader refuses a longer one with 413.
 MAX_BODY_BYTES = 64 * 1024
+_READ_SIZE = 16 * 1024
+
+logger = logging.getLogger("credvault.access")
+
+
+def problem_response(problem: type[ProblemError]) -> tuple[str, list[tuple[str, str]], bytes]:
+    """The status line, headers and body of `problem`'s problem details, for an answer written
+    before Django: by this wrapper, or by gunicorn itself (`services/api/serving.py`)."""
+    status = HTTPStatus(problem.status_code)
+    body = json.dumps(
+        {
+            "type": "about:blank",
+            "title": status.phrase,
+            "status": status.value,
+            "detail": str(problem.default_detail),
+            "code": problem.default_code,
+        }
+    ).encode()
+    headers = [
+        ("Content-Type", "application/problem+json"),
+        ("Content-Length", str(len(body))),
+        ("Cache-Control", "no-store"),
+    ]
+    return f"{status.value} {status.phrase}", headers, body
+
+
+class Deadlines:
+    """One thread per process that shuts the reading side of a socket whose body is late.
+
+    `watch(sock, seconds)` costs a lock and a heap push; the thread wakes when the earliest
+    deadline still watched passes, not for every request. Shutting the reading side makes a
+    blocked `recv` return at once with no data, so the reader sees the body end early."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._heap: list[tuple[float, int, Watch]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, sock: socket.socket, seconds: float) -> Watch:
+        watch = Watch(sock)
+        deadline = time.monotonic() + seconds
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                # Started in the worker that first needs it: never carried across a fork.
+                self._thread = threading.Thread(
+                    target=self._run, name="body-deadlines", daemon=True
+                )
+                self._thread.start()
+            earliest = self._heap[0][0] if self._heap else None
+            heapq.heappush(self._heap, (deadline, next(self._order), watch))
+            if earliest is None or deadline < earliest:
+                self._lock.notify()
+        return watch
+
+    def _run(self) -> None:
+        with self._lock:
+            while True:
+                while self._heap and self._heap[0][2].done:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._lock.wait()
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._lock.wait(wait)
+                    continue
+                _, _, late = heapq.heappop(self._heap)
+                late.expire()
+
+
+class Watch:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.done = False
+        self.expired = False
+
+    def expire(self) -> None:
+        if self.done:
+            return
+        self.expired = True
+        with contextlib.suppress(OSError):  # the client is gone already
+            self.sock.shutdown(socket.SHUT_RD)
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done = True
+
+
+deadlines = Deadlines()
+
+
+class IncompleteBody(Exception):
+    """The body ended before its framing said it would (no data in it)."""
+
+
+def read_body(environ: dict[str, Any], limit: int, expected: int | None) -> bytes:
+    """Read up to `limit` bytes of the body; `expected` (the Content-Length) must all come."""
+    stream = environ["wsgi.input"]
+    parts, received = [], 0
+    while received < limit:
+        try:
+            part = stream.read(min(_READ_SIZE, limit - received))
+        except Exception as exc:  # gunicorn's reader: a bad chunk, or no more data
+            raise IncompleteBody(type(exc).__name__) from None
+        if not part:
+            break
+        parts.append(part)
+        received += len(part)
+    if expected is not None and received < expected:
+        raise IncompleteBody(f"{received} of {expected} bytes")
+    return b"".join(parts)
 
 
 class RequestBodyMiddleware:
@@ -27,34 +163,38 @@ class RequestBodyMiddleware:
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
-        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-        if chunked and not environ.get("CONTENT_LENGTH"):
+        length = environ.get("CONTENT_LENGTH") or ""
+        if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower() and not length:
             if not environ.get("wsgi.input_terminated"):
-                return self._length_required(start_response)
-            body = environ["wsgi.input"].read(MAX_BODY_BYTES + 1)
-            environ["wsgi.input"] = io.BytesIO(body)
-            environ["CONTENT_LENGTH"] = str(len(body))
+                return self._problem(start_response, LengthRequired)
+            limit, expected = MAX_BODY_BYTES + 1, None
+        elif length.isdigit() and 0 < int(length) <= MAX_BODY_BYTES:
+            limit = expected = int(length)
+        else:
+            return self.app(environ, start_response)  # no body, or one refused unread (413)
+        # Under gunicorn, the socket whose reading side the deadline shuts; elsewhere (the test
+        # client) the body is in memory already.
+        sock = environ.get("gunicorn.socket")
+        watch = deadlines.watch(sock, settings.CREDVAULT_BODY_TIMEOUT) if sock else None
+        try:
+            with watch or contextlib.nullcontext():
+                body = read_body(environ, limit, expected)
+        except IncompleteBody as exc:
+            late = watch is not None and watch.expired
+            logger.warning(
+                "%s %s dropped: its body %s (%s)",
+                environ.get("REQUEST_METHOD"),
+                escaped_path(environ.get("PATH_INFO", "")),
+                "did not arrive in time" if late else "ended early",
+                exc,
+            )
+            return self._problem(start_response, BodyTimeout if late else MalformedRequest)
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
         return self.app(environ, start_response)
 
     @staticmethod
-    def _length_required(start_response: Callable[..., Any]) -> list[bytes]:
-        # Before Django: the problem document is written here, from the one definition.
-        status = HTTPStatus(LengthRequired.status_code)
-        body = json.dumps(
-            {
-                "type": "about:blank",
-                "title": status.phrase,
-                "status": status.value,
-                "detail": LengthRequired.default_detail,
-                "code": LengthRequired.default_code,
-            }
-        ).encode()
-        start_response(
-            f"{status.value} {status.phrase}",
-            [
-                ("Content-Type", "application/problem+json"),
-                ("Content-Length", str(len(body))),
-                ("Cache-Control", "no-store"),
-            ],
-        )
+    def _problem(start_response: Callable[..., Any], problem: type[ProblemError]) -> list[bytes]:
+        status, headers, body = problem_response(problem)
+        start_response(status, headers)
         return [body]
