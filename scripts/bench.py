@@ -252,8 +252,7 @@ def wrk(url: str, endpoint: Endpoint, connections: int, seconds: float) -> Resul
 
 
 async def _python_load(url: str, endpoint: Endpoint, connections: int, seconds: float) -> Result:
-    """The fallback generator: raw HTTP/1.1 over asyncio, one request per connection as
-    gunicorn's sync workers answer."""
+    """The fallback generator: raw HTTP/1.1 over asyncio, one request per connection."""
     host, port = url.removeprefix("http://").split(":")
     body = json.dumps(endpoint.body).encode() if endpoint.body is not None else b""
 
@@ -606,7 +605,11 @@ def main() -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     generator = "wrk" if shutil.which("wrk") else "the Python load generator (wrk not installed)"
     args.workers = args.workers or production_workers()
-    print(f"load from {generator}; {os.cpu_count()} cores; {args.workers} sync gunicorn workers")
+    config = runpy.run_path(str(BASE_DIR / "gunicorn.conf.py"))
+    print(
+        f"load from {generator}; {os.cpu_count()} cores; {args.workers} gunicorn workers "
+        f"({config['worker_class']}, {config['threads']} threads each)"
+    )
     summaries = {}
     for backend in BACKENDS if args.backend == "all" else [args.backend]:
         if backend == "postgres" and not listening(5432):
