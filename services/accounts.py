@@ -57,6 +57,12 @@ def get_account(*, name: str) -> Account:
     return account
 
 
+def named_or_all(name: str | None) -> list[Account]:
+    """The account named `name`, or every account by name when none is named (the audit
+    commands' ACCOUNT argument)."""
+    return [get_account(name=name)] if name else list(Account.objects.order_by("name"))
+
+
 def expires_at(expires_in: timedelta | None) -> datetime | None:
     """The moment a token issued now for `expires_in` expires; None for no expiry."""
     if expires_in is None:

@@ -1,9 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from services.accounts import AccountError, get_account
+from services.accounts import AccountError, named_or_all
 from services.checkpoints import write_checkpoint
 from services.crypto import KeyRingError
-from services.models import Account
 
 
 class Command(BaseCommand):
@@ -19,8 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, account: str | None, **options) -> None:
         try:
-            accounts = [get_account(name=account)] if account else Account.objects.order_by("name")
-            for owner in accounts:
+            for owner in named_or_all(account):
                 checkpoint = write_checkpoint(account_id=owner.pk)
                 if checkpoint is None:
                     self.stdout.write(f"account {owner.name}: no event since its last checkpoint")

@@ -2,7 +2,7 @@ import re
 
 from django.core.management.base import BaseCommand, CommandError
 
-from services.accounts import AccountError, get_account
+from services.accounts import AccountError, named_or_all
 from services.audit import verify_chain
 from services.checkpoints import check_expected, verify_checkpoints
 from services.crypto import KeyRingError
@@ -42,8 +42,11 @@ class Command(BaseCommand):
         if expect and not account:
             raise CommandError("--expect needs the account it belongs to")
         try:
-            accounts = [get_account(name=account)] if account else Account.objects.order_by("name")
-            failures = [failure for owner in accounts if (failure := self.verify(owner, expect))]
+            failures = [
+                failure
+                for owner in named_or_all(account)
+                if (failure := self.verify(owner, expect))
+            ]
         except AccountError as exc:
             raise CommandError(str(exc)) from None
         except KeyRingError as exc:
