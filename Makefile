@@ -39,8 +39,9 @@ client-walk: setup
 soak: setup
 	$(PY) -m scripts.soak --seconds $(SOAK_SECONDS)
 
-# /healthz and the list keep answering while 16 clients hold bodies open and 32 calls wait 2 s
-# each on a slow provider (scripts/slow_clients.py); prints each probe's p50 and p99.
+# /healthz and the list probed while 16 clients hold bodies open and 32 calls wait 2 s each on
+# a slow provider (scripts/slow_clients.py): a measurement of the serving model; with the
+# default sync workers the probes wait (docs/performance.md, "Slow clients").
 slow-clients: setup
 	$(PY) -m scripts.slow_clients --seconds $(SLOW_SECONDS)
 

@@ -24,14 +24,11 @@ def default_workers() -> int:
 
 
 workers = int(os.environ.get("WEB_CONCURRENCY") or default_workers())
-# Threads, so that a request waiting on a slow client or a slow provider holds one thread, not
-# a whole worker: with sync workers, two clients that never finished their bodies held both
-# workers of a 2-core host and /healthz went unanswered (docs/performance.md, "Slow clients").
-# A body may take CREDVAULT_BODY_TIMEOUT seconds in all (services/api/wsgi.py). Each thread
-# keeps its own database connection: workers x threads stays below PostgreSQL's
-# max_connections (100 by default; 4 x 16 = 64 here).
-worker_class = "gthread"
-threads = 16
+# Sync workers: gthread was measured (4 workers of 16 threads, and 8 of 8) and cost a third of
+# the reads' rate (docs/performance.md, "Slow clients"). A slow client holds a worker until its
+# body is in, CREDVAULT_BODY_TIMEOUT seconds at most (services/api/wsgi.py); in production a
+# buffering proxy reads bodies before gunicorn sees them (README, "Production").
+worker_class = "sync"
 # A verification call may take CREDVAULT_VERIFY_TIMEOUT seconds; leave room above it.
 timeout = 30
 graceful_timeout = 20

@@ -608,7 +608,7 @@ def main() -> int:
     config = runpy.run_path(str(BASE_DIR / "gunicorn.conf.py"))
     print(
         f"load from {generator}; {os.cpu_count()} cores; {args.workers} gunicorn workers "
-        f"({config['worker_class']}, {config['threads']} threads each)"
+        f"({config['worker_class']})"
     )
     summaries = {}
     for backend in BACKENDS if args.backend == "all" else [args.backend]:

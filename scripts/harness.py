@@ -219,6 +219,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "application/json"})
     hang: bool = False
     drip_seconds: float = 0.0
+    delay_seconds: float = 0.0  # before the status line
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -247,6 +248,8 @@ class ProviderServer:
                     Recorded(self.command, self.path, dict(self.headers.items()), body)
                 )
                 reply = server.reply
+                if reply.delay_seconds and server.released.wait(reply.delay_seconds):
+                    return
                 if reply.hang:
                     server.released.wait(30)
                     return

@@ -1,7 +1,7 @@
 """Slow clients and a slow provider: `python -m scripts.slow_clients [--seconds 10]`.
 
-Starts credvault under gunicorn as `make run` does (gunicorn.conf.py: its workers and threads;
-`--worker-class sync` for the serving model before issue 17) on a fresh SQLite database, then
+Starts credvault under gunicorn as `make run` does (gunicorn.conf.py's sync workers; or
+`--worker-class gthread --threads 16` for threaded workers) on a fresh SQLite database, then
 for `--seconds`:
 
 - 16 clients each send the headers and the first bytes of a store whose body never comes (one
@@ -14,8 +14,7 @@ for `--seconds`:
 
 Prints each probe's count, p50, p99 and maximum latency and its failures (no answer within
 5 s, or not 200), and exits non-zero when `/healthz` or the list ever failed to answer. A
-measurement for docs/performance.md, and a check in `.ci/run`: no latency is asserted, only
-that the server keeps answering.
+measurement for docs/performance.md: no latency is asserted.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ import statistics
 import sys
 import threading
 import time
+from collections import Counter
 
 from scripts.bench import production_workers
 from scripts.harness import BASE_DIR, Gunicorn, ProviderServer, manage, request, server_env
@@ -63,7 +63,12 @@ def held_body(port: int, token: str, chunked: bool, stop: threading.Event) -> No
 def slow_calls(url: str, token: str, stop: threading.Event, statuses: list[int]) -> None:
     body = {"service": "github", "credentials": [{"keyName": "api_key", "value": "ghp_slow"}]}
     while not stop.is_set():
-        status, _, _ = request("POST", f"{url}/api/v1/services/test", token=token, body=body)
+        try:
+            status, _, _ = request(
+                "POST", f"{url}/api/v1/services/test", token=token, body=body, timeout=30
+            )
+        except OSError:
+            status = 0  # no answer
         statuses.append(status)
 
 
@@ -96,12 +101,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--workers", type=int, default=None, help="default: gunicorn.conf.py's")
     parser.add_argument("--worker-class", default=None, help="default: gunicorn.conf.py's")
+    parser.add_argument("--threads", type=int, default=1, help="threads of each worker")
     args = parser.parse_args()
 
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     provider = ProviderServer().start()
-    provider.answer(200, b"{}", drip_seconds=PROVIDER_SECONDS / 2)  # two bytes, a second each
+    provider.answer(200, b"{}", delay_seconds=PROVIDER_SECONDS)
     env = server_env(
         f"sqlite:///{WORK / 'slow.sqlite3'}",
         CREDVAULT_RATE_LIMIT="10000000/min",
@@ -109,9 +115,7 @@ def main() -> int:
         CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": provider.url}),
     )
     if args.worker_class:
-        # gunicorn turns a sync worker with threads into gthread: one thread, for a true sync.
-        threads = " --threads 1" if args.worker_class == "sync" else ""
-        env["GUNICORN_CMD_ARGS"] = f"--worker-class {args.worker_class}{threads}"
+        env["GUNICORN_CMD_ARGS"] = f"--worker-class {args.worker_class} --threads {args.threads}"
     manage(env, "migrate", "--no-input", "-v", "0")
     manage(env, "create_account", "slow")
     token = manage(env, "issue_token", "slow")
@@ -160,7 +164,8 @@ def main() -> int:
     provider.stop()
     print(
         f"slow clients: {HELD_BODIES} bodies held open, {SLOW_CALLS} calls waiting "
-        f"{PROVIDER_SECONDS:.0f} s on the provider ({len(statuses)} answered), "
+        f"{PROVIDER_SECONDS:.0f} s on the provider (answers by status: "
+        f"{dict(Counter(statuses))}), "
         f"{args.seconds:.0f} s, {workers} workers, worker class "
         f"{args.worker_class or 'of gunicorn.conf.py'}"
     )
