@@ -1,7 +1,7 @@
 """Every problem the server answers: each class carries its HTTP status, its problem code and
-its default detail, and is rendered as RFC 9457 problem details in one place
-(`services/api/errors.py`; the WSGI wrapper's 411 in `services/api/wsgi.py`). Messages never hold
-a value.
+its default detail. `problem_document` writes the RFC 9457 body of every one of them, whether
+Django answers (`services/api/errors.py`) or the WSGI wrapper or gunicorn answers before it
+(`services/api/wsgi.py`, `services/api/serving.py`). Messages never hold a value.
 
 These classes are the one list of problem codes: `problem_code_choices()` collects them for the
 OpenAPI document, which states `code` as a closed set. `FieldErrorCode` is the one list of the
@@ -10,7 +10,10 @@ codes of `errors[]`.
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
+from http import HTTPStatus
+from typing import Any
 
 from rest_framework import status
 from rest_framework.exceptions import APIException
@@ -257,6 +260,29 @@ class InternalError(ProblemError):
     status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
     default_code = "internal_error"
     default_detail = "An internal error occurred."
+
+
+def problem_document(
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    errors: list[dict[str, str]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> bytes:
+    """The RFC 9457 body of every problem the server answers, from Django
+    (`services/api/errors.py`) or before it (`services/api/wsgi.py`, `serving.py`)."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    if errors:
+        body["errors"] = errors
+    body.update(extra or {})
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _problem_classes(base: type[ProblemError] = ProblemError) -> list[type[ProblemError]]:

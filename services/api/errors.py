@@ -10,11 +10,9 @@ class and traceback only (see `services/logs.py`).
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 from collections.abc import Callable
-from http import HTTPStatus
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -34,6 +32,7 @@ from services.exceptions import (
     TokenRefused,
     UnsupportedMediaType,
     UnsupportedMethod,
+    problem_document,
 )
 
 PROBLEM_JSON = "application/problem+json"
@@ -49,18 +48,8 @@ def problem_response(
     headers: dict[str, str] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> HttpResponse:
-    body: dict[str, Any] = {
-        "type": "about:blank",
-        "title": HTTPStatus(status).phrase,
-        "status": status,
-        "detail": detail,
-        "code": code,
-    }
-    if errors:
-        body["errors"] = errors
-    body.update(extra or {})
     response = HttpResponse(
-        json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        problem_document(status, code, detail, errors=errors, extra=extra),
         status=status,
         content_type=PROBLEM_JSON,
     )

@@ -15,7 +15,7 @@ import socket
 
 from gunicorn import util
 
-from services.api.wsgi import problem_response
+from services.api.wsgi import problem_before_django
 from services.exceptions import (
     HeaderTooLarge,
     InternalError,
@@ -36,7 +36,7 @@ PROBLEMS: dict[int, type[ProblemError]] = {
 def write_problem(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
     """`gunicorn.util.write_error`'s signature; `reason` and `mesg` are not sent."""
     problem = PROBLEMS.get(status_int) or (MalformedRequest if status_int < 500 else InternalError)
-    status, headers, body = problem_response(problem)
+    status, headers, body = problem_before_django(problem)
     head = "".join(f"{name}: {value}\r\n" for name, value in [*headers, ("Connection", "close")])
     util.write_nonblock(sock, f"HTTP/1.1 {status}\r\n{head}\r\n".encode("latin-1") + body)
 

@@ -24,7 +24,6 @@ import contextlib
 import heapq
 import io
 import itertools
-import json
 import logging
 import socket
 import threading
@@ -35,7 +34,13 @@ from typing import Any
 
 from django.conf import settings
 
-from services.exceptions import BodyTimeout, LengthRequired, MalformedRequest, ProblemError
+from services.exceptions import (
+    BodyTimeout,
+    LengthRequired,
+    MalformedRequest,
+    ProblemError,
+    problem_document,
+)
 from services.logs import escaped_path
 
 # The largest request body read (CONTRACT 4); the strict reader refuses a longer one with 413.
@@ -45,19 +50,13 @@ _READ_SIZE = 16 * 1024
 logger = logging.getLogger("credvault.access")
 
 
-def problem_response(problem: type[ProblemError]) -> tuple[str, list[tuple[str, str]], bytes]:
+def problem_before_django(
+    problem: type[ProblemError],
+) -> tuple[str, list[tuple[str, str]], bytes]:
     """The status line, headers and body of `problem`'s problem details, for an answer written
     before Django: by this wrapper, or by gunicorn itself (`services/api/serving.py`)."""
     status = HTTPStatus(problem.status_code)
-    body = json.dumps(
-        {
-            "type": "about:blank",
-            "title": status.phrase,
-            "status": status.value,
-            "detail": str(problem.default_detail),
-            "code": problem.default_code,
-        }
-    ).encode()
+    body = problem_document(status.value, problem.default_code, str(problem.default_detail))
     headers = [
         ("Content-Type", "application/problem+json"),
         ("Content-Length", str(len(body))),
@@ -195,6 +194,6 @@ class RequestBodyMiddleware:
 
     @staticmethod
     def _problem(start_response: Callable[..., Any], problem: type[ProblemError]) -> list[bytes]:
-        status, headers, body = problem_response(problem)
+        status, headers, body = problem_before_django(problem)
         start_response(status, headers)
         return [body]
