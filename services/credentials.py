@@ -30,6 +30,7 @@ from services.exceptions import (
 from services.masking import Secret
 from services.models import AuditEvent, ConnectedService
 from services.storage import queries
+from services.storage.connections import give_back_connections
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def store_verified_credentials(*, actor: Actor, credentials: CredentialSet) -> S
     The provider is asked before the transaction opens, so that no lock is held during the
     network call; the store itself is the same atomic replacement as `store_credentials`.
     """
-    verdict = verification.verify(credentials.service, dict(credentials.fields))
+    verdict = _ask_provider(credentials)
     if not verdict.verified:
         raise VerificationFailed(verdict.reason.value)
     return store_credentials(actor=actor, credentials=credentials)
@@ -186,9 +187,15 @@ def remove_service(*, actor: Actor, service: str) -> AuditEvent:
         return audit.record(actor, Operation.REMOVE_SERVICE, service=service)
 
 
+def _ask_provider(credentials: CredentialSet) -> verification.Verdict:
+    """The provider's check of the set, with no database connection held while it answers."""
+    give_back_connections()
+    return verification.verify(credentials.service, dict(credentials.fields))
+
+
 def verify_credentials(*, actor: Actor, credentials: CredentialSet) -> verification.Verdict:
     """The test operation: ask the provider's server-owned check; nothing is stored."""
-    verdict = verification.verify(credentials.service, dict(credentials.fields))
+    verdict = _ask_provider(credentials)
     audit.record(actor, Operation.TEST_CREDENTIALS, service=credentials.service)
     return verdict
 

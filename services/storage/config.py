@@ -39,9 +39,10 @@ def database_settings(config: dict[str, Any], *, base_dir: Path) -> dict[str, An
         # PgBouncer 1.21 or later with max_prepared_statements set.
         db["OPTIONS"].setdefault("server_side_binding", True)
         db["OPTIONS"].setdefault("prepare_threshold", 5)
-    # Each gunicorn worker keeps its connection between requests (checked before reuse, so a
-    # database that went away is reconnected to). On SQLite this also spares every request a
-    # fresh connection and a WAL checkpoint at its close.
-    db.setdefault("CONN_MAX_AGE", 600)
-    db.setdefault("CONN_HEALTH_CHECKS", True)
+    # A connection belongs to the request that took it and goes back to its worker's idle
+    # connections at the request's end (Django closes it; the backends keep it open,
+    # backends/idle.py): gevent's workers serve each client connection in a greenlet of its
+    # own, and a connection kept per greenlet would be opened and closed with each of them.
+    db["CONN_MAX_AGE"] = 0
+    db["CONN_HEALTH_CHECKS"] = False  # the backends check a connection as they take it
     return db

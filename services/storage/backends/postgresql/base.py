@@ -1,12 +1,13 @@
-"""PostgreSQL with a health check that costs no round trip.
+"""PostgreSQL with each worker's idle connections kept open for its next requests
+(backends/idle.py) and a health check that costs no round trip.
 
 Django's health check (`CONN_HEALTH_CHECKS`) sends `SELECT 1` before the first query of every
 request: one round trip of the few an audited request makes (measured: docs/performance.md). An
 idle connection has nothing to read unless the server has sent something on its own: an
 error before it closed the connection (a restart, `pg_terminate_backend`, an idle timeout),
 or the close itself. So an idle connection whose socket is readable, or whose libpq status is
-bad, is not reused. Outside the idle state (never the case between requests) Django's own
-check runs.
+bad, is not reused: it is checked as it is taken from the idle ones. Outside the idle state
+Django's own check runs.
 
 Timestamps are read by psycopg's own loader. Django registers a subclass of psycopg's
 pure-Python loader to set each value's time zone, which parses every `timestamptz` with
@@ -23,12 +24,17 @@ from functools import lru_cache
 
 import psycopg
 from django.conf import settings
-from django.db.backends.postgresql import base
+from django.db.backends.postgresql import base, creation
 from psycopg import adapt, pq
+
+from services.storage.backends.idle import IdleConnections
 
 _TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
 # The C loader of psycopg[binary] where installed; it cannot be subclassed.
 _PSYCOPG_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ, pq.Format.TEXT)
+
+
+IDLE = IdleConnections()
 
 
 class UTCTimestamptzLoader(adapt.Loader):
@@ -54,7 +60,52 @@ def _utc_adapters(template: adapt.AdaptersMap) -> adapt.AdaptersMap:
     return adapters
 
 
+def _idle_connection_alive(connection: psycopg.Connection) -> bool:
+    """Whether an idle connection can be used: its libpq status is good and its socket has
+    nothing to read (an idle connection reads something only when the server sent an error
+    before closing it, or the close itself)."""
+    pgconn = connection.pgconn
+    if pgconn.status != pq.ConnStatus.OK:
+        return False
+    try:
+        readable, _, _ = select.select([pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
+
+
+class DatabaseCreation(creation.DatabaseCreation):
+    def _destroy_test_db(self, test_database_name: str, verbosity: int) -> None:
+        IDLE.close_all()  # PostgreSQL drops no database that a session is connected to
+        super()._destroy_test_db(test_database_name, verbosity)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    creation_class = DatabaseCreation
+
+    def get_new_connection(self, conn_params: dict) -> psycopg.Connection:
+        """An idle connection of this worker that is still alive, else a new one. One the
+        server closed while it was idle (a restart, an idle timeout) is closed and dropped."""
+        while (connection := IDLE.take(self.settings_dict)) is not None:
+            if _idle_connection_alive(connection):
+                return connection
+            connection.close()
+        return super().get_new_connection(conn_params)
+
+    def _close(self) -> None:
+        """Kept open for the next request when it is idle (no transaction open or broken).
+        Closed inside an atomic block, Django keeps the connection on the wrapper until the
+        block ends: it must be closed, not handed to another request."""
+        connection = self.connection
+        if (
+            connection is not None
+            and not self.in_atomic_block
+            and connection.pgconn.transaction_status == pq.TransactionStatus.IDLE
+            and IDLE.give(self.settings_dict, connection)
+        ):
+            return
+        super()._close()
+
     def get_connection_params(self) -> dict:
         params = super().get_connection_params()
         if settings.USE_TZ and self.timezone is UTC:
@@ -64,13 +115,6 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def is_usable(self) -> bool:
         if self.connection is None:
             return False
-        pgconn = self.connection.pgconn
-        if pgconn.status != pq.ConnStatus.OK:
-            return False
-        if pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        if self.connection.pgconn.transaction_status != pq.TransactionStatus.IDLE:
             return super().is_usable()
-        try:
-            readable, _, _ = select.select([pgconn.socket], [], [], 0)
-        except (OSError, ValueError, psycopg.Error):
-            return False
-        return not readable
+        return _idle_connection_alive(self.connection)

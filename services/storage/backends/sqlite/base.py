@@ -25,10 +25,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 from collections.abc import Iterator
 
 from django.db.backends.sqlite3 import base, creation
 from django.db.utils import OperationalError
+
+from services.storage.backends.idle import IdleConnections
 
 
 def writer_lock_path(database: str) -> str:
@@ -37,10 +40,18 @@ def writer_lock_path(database: str) -> str:
 
 class DatabaseCreation(creation.DatabaseCreation):
     def _destroy_test_db(self, test_database_name: str, verbosity: int) -> None:
+        IDLE.close_all()
         super()._destroy_test_db(test_database_name, verbosity)
         if not self.is_in_memory_db(test_database_name):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(writer_lock_path(test_database_name))
+
+
+IDLE = IdleConnections()
+# This process's writers queue here first, then on the file lock with the other processes:
+# under gevent, a greenlet that waited in flock() would stop every greenlet of its worker,
+# the lock's holder among them.
+PROCESS_WRITER = threading.Lock()
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -61,9 +72,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             except OSError as exc:
                 raise OperationalError(f"cannot open the writer lock: {exc.strerror}") from exc
+            PROCESS_WRITER.acquire()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             except BaseException:
+                PROCESS_WRITER.release()
                 os.close(fd)
                 raise
         except BaseException:
@@ -79,6 +92,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             fd, self._writer_lock = self._writer_lock, None
             if fd is not None:
                 os.close(fd)  # closing the descriptor lets go of its lock
+                PROCESS_WRITER.release()
 
     @contextlib.contextmanager
     def single_write(self) -> Iterator[None]:
@@ -117,9 +131,20 @@ class DatabaseWrapper(base.DatabaseWrapper):
         finally:
             self._end_transaction_hold()
 
+    def get_new_connection(self, conn_params):
+        if self.is_in_memory_db():
+            return super().get_new_connection(conn_params)
+        return IDLE.take(self.settings_dict) or super().get_new_connection(conn_params)
+
     def _close(self) -> None:
         try:
-            super()._close()
+            if (
+                self.is_in_memory_db()
+                or self.in_atomic_block  # the wrapper keeps it until the block ends
+                or self.connection.in_transaction
+                or not IDLE.give(self.settings_dict, self.connection)
+            ):
+                super()._close()
         finally:
             self._transaction_holds_lock = False
             self._let_go_writer_lock(entirely=True)

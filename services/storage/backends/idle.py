@@ -1,0 +1,62 @@
+"""Each worker's open database connections that no request holds: both backends' pool.
+
+gevent's workers serve each client connection in a greenlet of its own, and Django keeps a
+database connection per greenlet. Without this, every client connection would open a database
+connection of its own (on PostgreSQL a new server process; on SQLite Django's functions
+registered again, and a WAL checkpoint at its close). Django closes a request's connection at
+the request's end (CONN_MAX_AGE 0, storage/config.py); the backends give it back here instead
+of closing it, and the next request of any greenlet takes it. A connection is given back only
+outside a transaction; at most `limit` of one database wait, and one beyond that is closed.
+
+A database that cannot be reached fails the request at once, as without the pool: there is no
+waiting for a connection, and how many are open at once is bounded by the requests a worker
+runs at once (a request gives its connection back while it waits on a provider,
+storage/connections.py). A child process never takes its parent's connections (neither
+SQLite nor libpq allows using one across a fork): they stay where they are, untouched.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+LIMIT = 16
+
+
+def _database(settings_dict: dict[str, Any]) -> tuple:
+    """Which database a connection is to: connections to another are never mixed."""
+    return tuple(settings_dict.get(key) for key in ("ENGINE", "NAME", "HOST", "PORT", "USER"))
+
+
+class IdleConnections:
+    def __init__(self, limit: int = LIMIT) -> None:
+        self.limit = limit
+        self._pid = os.getpid()
+        self._idle: dict[tuple, list[Any]] = {}
+        self._inherited: list[dict[tuple, list[Any]]] = []
+
+    def _own(self) -> dict[tuple, list[Any]]:
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._inherited.append(self._idle)
+            self._idle = {}
+        return self._idle
+
+    def take(self, settings_dict: dict[str, Any]) -> Any | None:
+        """The most recently given back connection to this database, or None."""
+        idle = self._own().get(_database(settings_dict))
+        return idle.pop() if idle else None
+
+    def give(self, settings_dict: dict[str, Any], connection: Any) -> bool:
+        """Keep `connection` for the next request; False when the caller must close it."""
+        idle = self._own().setdefault(_database(settings_dict), [])
+        if len(idle) >= self.limit:
+            return False
+        idle.append(connection)
+        return True
+
+    def close_all(self) -> None:
+        """Close every idle connection of this process (before a test database is dropped)."""
+        for idle in self._own().values():
+            while idle:
+                idle.pop().close()
