@@ -40,8 +40,8 @@ soak: setup
 	$(PY) -m scripts.soak --seconds $(SOAK_SECONDS)
 
 # /healthz and the list probed while 16 clients hold bodies open and 32 calls wait 2 s each on
-# a slow provider (scripts/slow_clients.py): a measurement of the serving model; with the
-# default sync workers the probes wait (docs/performance.md, "Slow clients").
+# a slow provider (scripts/slow_clients.py): fails when a probe goes unanswered. CI runs it for a
+# few seconds; the figures are in docs/performance.md, "Slow clients".
 slow-clients: setup
 	$(PY) -m scripts.slow_clients --seconds $(SLOW_SECONDS)
 

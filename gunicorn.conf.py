@@ -24,11 +24,22 @@ def default_workers() -> int:
 
 
 workers = int(os.environ.get("WEB_CONCURRENCY") or default_workers())
-# Sync workers: gthread was measured (4 workers of 16 threads, and 8 of 8) and cost a third of
-# the reads' rate (docs/performance.md, "Slow clients"). A slow client holds a worker until its
-# body is in, CREDVAULT_BODY_TIMEOUT seconds at most (services/api/wsgi.py); in production a
-# buffering proxy reads bodies before gunicorn sees them (README, "Production").
-worker_class = "sync"
+# gevent workers: each request runs in a greenlet, so a client that holds its body open, or a
+# request waiting on a provider, waits without holding a worker; /healthz and the other
+# requests go on being answered (scripts/slow_clients.py, docs/performance.md "Slow
+# clients"). Sync workers were held by two slow bodies; gthread threads cost the reads a third
+# of their rate (the threads contend for the GIL). A greenlet runs until it waits on a socket,
+# so the reads cost what they cost under sync workers.
+worker_class = "gevent"
+# Requests (and held client connections) a worker serves at once, waiting ones included.
+worker_connections = 256
+# One request per client connection, as under sync workers: a kept-alive connection stays with
+# the worker that accepted it, and gevent's workers accept greedily, so under keep-alive a few
+# busy workers served most connections while others idled (p99 tens of times the median,
+# docs/performance.md). nginx opens a connection per request by default as well.
+keepalive = 0
+# A held body ends after CREDVAULT_BODY_TIMEOUT seconds (services/api/wsgi.py); in production
+# a buffering proxy reads bodies before gunicorn sees them (README, "Production").
 # A verification call may take CREDVAULT_VERIFY_TIMEOUT seconds; leave room above it.
 timeout = 30
 graceful_timeout = 20

@@ -1,8 +1,8 @@
 """Slow clients and a slow provider: `python -m scripts.slow_clients [--seconds 10]`.
 
-Starts credvault under gunicorn as `make run` does (gunicorn.conf.py's sync workers; or
-`--worker-class gthread --threads 16` for threaded workers) on a fresh SQLite database, then
-for `--seconds`:
+Starts credvault under gunicorn as `make run` does (gunicorn.conf.py's gevent workers; or
+`--worker-class sync`, or `--worker-class gthread --threads 16`, to compare) on a fresh SQLite
+database, then for `--seconds`:
 
 - 16 clients each send the headers and the first bytes of a store whose body never comes (one
   with Content-Length: 1000, the next unfinished chunked), and open another as soon as one is

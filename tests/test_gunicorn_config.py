@@ -17,7 +17,8 @@ def test_a_worker_answers_its_own_errors_as_problems_and_freezes_what_it_loaded(
     from services.api import serving
 
     config = runpy.run_path(str(BASE_DIR / "gunicorn.conf.py"))
-    assert config["worker_class"] == "sync"
+    assert config["worker_class"] == "gevent"
+    assert config["keepalive"] == 0
     monkeypatch.setattr(util, "write_error", util.write_error)  # restored after the test
     gc.unfreeze()
     try:

@@ -114,12 +114,12 @@ class TestOverRawSockets:
         # The same body, framed right, is stored.
         assert exchange(server.port, put(alice_api.token, raw))[0] == 201
 
-    def test_a_body_held_open_is_cut_off_and_its_worker_freed(self, server, alice_api):
+    def test_a_body_held_open_is_cut_off_by_its_deadline(self, server, alice_api):
         raw = put(alice_api.token, store_body("held")[:13], length=1000)
         with socket.create_connection(("127.0.0.1", server.port), timeout=15) as held:
             held.sendall(raw)
-            # The one worker is held by the body until its deadline, then answers the next
-            # request (a sync worker: docs/performance.md, "Slow clients").
+            # The held body holds no worker: the next request is answered while it waits
+            # (docs/performance.md, "Slow clients"); then its deadline cuts it off.
             assert exchange(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 200
             answer = held.recv(65536)
         status_line = answer.split(b"\r\n", 1)[0]

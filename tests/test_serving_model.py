@@ -1,0 +1,116 @@
+"""The serving model (gunicorn.conf.py's gevent workers, issue 17): a client that holds its
+body open, or a request waiting on a slow provider, holds no worker. With a single worker,
+/healthz and the list are answered while both wait. Under sync workers the first held body
+took the worker and this test's probes had no answer (docs/performance.md, "Slow clients")."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+from django.db import connections
+
+from scripts.harness import Gunicorn, ProviderServer, request, server_env
+from services import credentials as credentials_module
+from tests.support import creds
+from tests.test_faults import database_url
+from tests.test_http_framing import STORE, put, store_body
+
+# How long a probe may wait for its answer. Not a speed target: the held requests below wait
+# far longer (until released), so an answer at all shows that they hold no worker.
+PROBE_TIMEOUT = 10
+
+
+@pytest.fixture
+def slow_provider():
+    provider = ProviderServer().start()
+    provider.answer(200, b"{}", delay_seconds=60)  # answers when released, or after a minute
+    yield provider
+    provider.released.set()
+    provider.stop()
+
+
+def _wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_worker_answers_while_bodies_are_held_and_a_provider_is_slow(alice_api, slow_provider):
+    alice_api.store("listed", creds(api_key="v"))
+    env = server_env(
+        database_url(),
+        CREDVAULT_BODY_TIMEOUT="60",
+        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": slow_provider.url}),
+    )
+    with Gunicorn(env, workers=1) as server:
+        held = []
+        for framing in (
+            put(alice_api.token, store_body("held")[:13], length=1000),
+            (
+                f"PUT {STORE} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                f"{alice_api.token}\r\nContent-Type: application/json\r\n"
+                'Transfer-Encoding: chunked\r\n\r\n5\r\n{"ser\r\n'
+            ).encode(),
+        ):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+            sock.sendall(framing)
+            held.append(sock)
+        slow_answers: list[int] = []
+        body = {"service": "github", "credentials": [{"keyName": "api_key", "value": "ghp_x"}]}
+        slow = threading.Thread(
+            target=lambda: slow_answers.append(
+                request(
+                    "POST",
+                    f"{server.url}/api/v1/services/test",
+                    token=alice_api.token,
+                    body=body,
+                    timeout=90,
+                )[0]
+            )
+        )
+        slow.start()
+        try:
+            _wait_for(lambda: slow_provider.requests, "the slow call reaching the provider")
+            status, _, _ = request("GET", f"{server.url}/healthz", timeout=PROBE_TIMEOUT)
+            assert status == 200
+            status, _, listed = request(
+                "GET", f"{server.url}/api/v1/services", token=alice_api.token, timeout=PROBE_TIMEOUT
+            )
+            assert status == 200
+            assert "listed" in json.dumps(json.loads(listed))
+            # The held bodies and the slow call are all still waiting.
+            for sock in held:
+                sock.setblocking(False)
+                with pytest.raises(BlockingIOError):
+                    sock.recv(1)
+            assert slow.is_alive()
+        finally:
+            slow_provider.released.set()
+            slow.join(90)
+            for sock in held:
+                sock.close()
+    assert len(slow_answers) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_holds_no_database_connection_while_the_provider_answers(
+    alice_api, provider_server, monkeypatch
+):
+    """A call waiting on a provider gives its connection back first, so that many waiting
+    calls do not hold the connections the other requests need (storage/connections.py)."""
+    held_during_call = []
+    verify = credentials_module.verification.verify
+
+    def observed(*args, **kwargs):
+        held_during_call.append(connections["default"].connection is not None)
+        return verify(*args, **kwargs)
+
+    monkeypatch.setattr(credentials_module.verification, "verify", observed)
+    assert alice_api.test("github", creds(api_key="ghp_x")).status_code == 200
+    assert held_during_call == [False]
