@@ -82,3 +82,36 @@ def test_a_connection_closed_inside_a_transaction_is_not_given_back():
         connection.close()  # a broken request: its transaction never ends on this connection
     connection.ensure_connection()
     assert connection.connection is not raw
+
+
+@pytest.mark.django_db
+def test_an_idle_sqlite_connection_to_a_replaced_file_is_not_taken(tmp_path):
+    """A restored backup, or a test database made again at one path: a connection opened on
+    the old file answered `disk I/O error`."""
+    import sqlite3
+
+    from services.storage.backends.sqlite.base import DatabaseWrapper
+
+    path = tmp_path / "replaced.sqlite3"
+    settings_dict = {**connection.settings_dict, "NAME": str(path)}
+    if connection.vendor != "sqlite":
+        settings_dict = {
+            **settings_dict,
+            "ENGINE": "services.storage.backends.sqlite",
+            "OPTIONS": {},
+            "HOST": "",
+            "PORT": "",
+            "USER": "",
+        }
+    wrapper = DatabaseWrapper(settings_dict, alias="replaced")
+    wrapper.ensure_connection()
+    first = wrapper.connection
+    wrapper.close()
+    wrapper.ensure_connection()
+    assert wrapper.connection is first  # the same file: taken again
+    wrapper.close()
+    path.unlink()
+    sqlite3.connect(path).close()
+    wrapper.ensure_connection()
+    assert wrapper.connection is not first
+    wrapper.close()

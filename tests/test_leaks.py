@@ -23,6 +23,7 @@ from services.models import (
     ConnectedService,
     CredentialField,
 )
+from services.storage.backends.sqlite.base import IDLE as sqlite_idle_connections
 from tests.support import creds, marked
 
 
@@ -95,6 +96,11 @@ def test_no_secret_in_the_sqlite_files(alice_api):
     value = marked("file")
     alice_api.store("custom", creds(api_key=value))
     base = Path(connection.settings_dict["NAME"])
+    # Opening and closing the file outside SQLite lets go of every POSIX lock this process's
+    # SQLite connections hold on it (SQLite's documented caveat), after which another process
+    # may reset the WAL under them: every connection of this process is closed first.
+    connection.close()
+    sqlite_idle_connections.close_all()
     files = [p for p in (base, Path(f"{base}-wal")) if p.exists()]
     assert files
     for path in files:

@@ -8,16 +8,18 @@ the request's end (CONN_MAX_AGE 0, storage/config.py); the backends give it back
 of closing it, and the next request of any greenlet takes it. A connection is given back only
 outside a transaction; at most `limit` of one database wait, and one beyond that is closed.
 
-A database that cannot be reached fails the request at once, as without the pool: there is no
-waiting for a connection, and how many are open at once is bounded by the requests a worker
-runs at once (a request gives its connection back while it waits on a provider,
-storage/connections.py). A child process never takes its parent's connections (neither
+A database that cannot be reached fails the request at once, as without the pool. PostgreSQL
+counts its connections (`max_connections`, 100 by default): a worker opens at most LIMIT at
+once (`OpenSlots`), and a request that finds them all taken waits for one (a request gives its
+connection back while it waits on a provider, storage/connections.py). SQLite has no such
+limit. A child process never takes its parent's connections (neither
 SQLite nor libpq allows using one across a fork): they stay where they are, untouched.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 LIMIT = 16
@@ -60,3 +62,18 @@ class IdleConnections:
         for idle in self._own().values():
             while idle:
                 idle.pop().close()
+
+
+class OpenSlots:
+    """At most `limit` connections of this worker open at once; a request waits up to
+    `wait_seconds` for one (under gevent, only its own greenlet waits), then fails with 503."""
+
+    def __init__(self, limit: int = LIMIT, wait_seconds: float = 10.0) -> None:
+        self._slots = threading.BoundedSemaphore(limit)
+        self.wait_seconds = wait_seconds
+
+    def acquire(self) -> bool:
+        return self._slots.acquire(timeout=self.wait_seconds)
+
+    def release(self) -> None:
+        self._slots.release()

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db.backends.postgresql import base, creation
 from psycopg import adapt, pq
 
-from services.storage.backends.idle import IdleConnections
+from services.storage.backends.idle import IdleConnections, OpenSlots
 
 _TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
 # The C loader of psycopg[binary] where installed; it cannot be subclassed.
@@ -35,6 +35,7 @@ _PSYCOPG_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ, pq.Format.TEXT)
 
 
 IDLE = IdleConnections()
+SLOTS = OpenSlots()
 
 
 class UTCTimestamptzLoader(adapt.Loader):
@@ -83,28 +84,45 @@ class DatabaseCreation(creation.DatabaseCreation):
 class DatabaseWrapper(base.DatabaseWrapper):
     creation_class = DatabaseCreation
 
+    _holds_slot = False
+
     def get_new_connection(self, conn_params: dict) -> psycopg.Connection:
-        """An idle connection of this worker that is still alive, else a new one. One the
-        server closed while it was idle (a restart, an idle timeout) is closed and dropped."""
-        while (connection := IDLE.take(self.settings_dict)) is not None:
-            if _idle_connection_alive(connection):
-                return connection
-            connection.close()
-        return super().get_new_connection(conn_params)
+        """An idle connection of this worker that is still alive, else a new one, within the
+        worker's open slots. One the server closed while it was idle (a restart, an idle
+        timeout) is closed and dropped."""
+        if not SLOTS.acquire():
+            raise psycopg.OperationalError("every database connection of this worker is in use")
+        try:
+            while (connection := IDLE.take(self.settings_dict)) is not None:
+                if _idle_connection_alive(connection):
+                    break
+                connection.close()
+            else:
+                connection = super().get_new_connection(conn_params)
+        except BaseException:
+            SLOTS.release()
+            raise
+        self._holds_slot = True
+        return connection
 
     def _close(self) -> None:
         """Kept open for the next request when it is idle (no transaction open or broken).
         Closed inside an atomic block, Django keeps the connection on the wrapper until the
         block ends: it must be closed, not handed to another request."""
         connection = self.connection
-        if (
-            connection is not None
-            and not self.in_atomic_block
-            and connection.pgconn.transaction_status == pq.TransactionStatus.IDLE
-            and IDLE.give(self.settings_dict, connection)
-        ):
-            return
-        super()._close()
+        try:
+            if (
+                connection is not None
+                and not self.in_atomic_block
+                and connection.pgconn.transaction_status == pq.TransactionStatus.IDLE
+                and IDLE.give(self.settings_dict, connection)
+            ):
+                return
+            super()._close()
+        finally:
+            if self._holds_slot:
+                self._holds_slot = False
+                SLOTS.release()
 
     def get_connection_params(self) -> dict:
         params = super().get_connection_params()

@@ -25,8 +25,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from django.db.backends.sqlite3 import base, creation
 from django.db.utils import OperationalError
@@ -45,6 +47,16 @@ class DatabaseCreation(creation.DatabaseCreation):
         if not self.is_in_memory_db(test_database_name):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(writer_lock_path(test_database_name))
+
+
+class _Idle(NamedTuple):
+    """An idle connection and the file it was opened on."""
+
+    connection: sqlite3.Connection
+    opened_on: tuple[int, int] | None
+
+    def close(self) -> None:
+        self.connection.close()
 
 
 IDLE = IdleConnections()
@@ -131,10 +143,31 @@ class DatabaseWrapper(base.DatabaseWrapper):
         finally:
             self._end_transaction_hold()
 
+    # The database file (device, inode) this wrapper's connection was opened on.
+    _opened_on: tuple[int, int] | None = None
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            stat = os.stat(self.settings_dict["NAME"])
+        except OSError:
+            return None
+        return stat.st_dev, stat.st_ino
+
     def get_new_connection(self, conn_params):
+        """An idle connection of this worker to the same database file, else a new one. One
+        opened on a file that has since been replaced (a restored backup, a test database
+        made again at the same path) is closed: its pages are another file's."""
         if self.is_in_memory_db():
             return super().get_new_connection(conn_params)
-        return IDLE.take(self.settings_dict) or super().get_new_connection(conn_params)
+        identity = self._file_identity()
+        while (idle := IDLE.take(self.settings_dict)) is not None:
+            if identity is not None and idle.opened_on == identity:
+                self._opened_on = identity
+                return idle.connection
+            idle.close()
+        connection = super().get_new_connection(conn_params)
+        self._opened_on = self._file_identity()
+        return connection
 
     def _close(self) -> None:
         try:
@@ -142,7 +175,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 self.is_in_memory_db()
                 or self.in_atomic_block  # the wrapper keeps it until the block ends
                 or self.connection.in_transaction
-                or not IDLE.give(self.settings_dict, self.connection)
+                or not IDLE.give(self.settings_dict, _Idle(self.connection, self._opened_on))
             ):
                 super()._close()
         finally:
