@@ -1,0 +1,353 @@
+"""The one strict outbound HTTP client: every request credvault sends to a provider (a
+verification check, a brokered call) goes through here (CONTRACT 5, 11).
+
+- **Where.** A `Destination` comes from the catalog or the server's own configuration, never
+  from a request. Its name is resolved once, and that address is the one connected to (no
+  second lookup an attacker's DNS could answer differently); TLS is checked against the name.
+  An address that is not public (private, loopback, link-local and so the cloud metadata
+  address, shared, multicast, unspecified, reserved) is refused, unless the host comes from
+  server-side configuration (`Destination.configured`: an override of
+  CREDVAULT_PROVIDER_BASE_URLS or an entry of CREDVAULT_EXTRA_CATALOG).
+- **How.** No redirect is followed (a 3xx comes back as it is), TLS is verified against
+  certifi's bundle, proxies, CA bundles and netrc from the environment are ignored, nothing is
+  retried. The whole exchange is bounded by a deadline: a watchdog shuts its socket down when
+  it passes, because per-read timeouts never trip on a server that drips a byte a second. At
+  most `max_answer` bytes of an answer are read.
+- **Pooled.** Each worker keeps its connections to each destination open for the next call
+  (keep-alive, at most POOL_CONNECTIONS idle per destination and POOL_DESTINATIONS
+  destinations), so that a call costs one request, not a new TCP and TLS handshake.
+
+Every failure is an `OutboundError` of one kind; its text never holds a URL, a header or
+anything the exception of the library said.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import ssl
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from contextvars import ContextVar
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+import certifi
+import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
+
+POOL_CONNECTIONS = 8
+POOL_DESTINATIONS = 64
+# How long after the deadline the caller waits for the exchange to unwind by itself.
+UNWIND_SECONDS = 0.25
+READ_CHUNK = 64 * 1024
+
+
+class Failure(StrEnum):
+    TIMEOUT = "timeout"
+    TOO_LARGE = "too_large"
+    UNAVAILABLE = "unavailable"
+    ADDRESS_REFUSED = "address_refused"
+
+
+class OutboundError(Exception):
+    """A call that got no usable answer. `kind` says why; nothing else is kept."""
+
+    def __init__(self, kind: Failure) -> None:
+        super().__init__(kind.value)
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a call goes: scheme, host and port, the base path every call stays under, and
+    whether the server's own configuration named the host (then it may be a private one)."""
+
+    scheme: str
+    host: str
+    port: int
+    base_path: str
+    configured: bool
+
+    @classmethod
+    def from_base_url(cls, base_url: str, *, configured: bool) -> Destination:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("a base URL is an http(s) URL with a host")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"), configured)
+
+    @property
+    def authority(self) -> str:
+        """The Host header: the name, with the port when it is not the scheme's own."""
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+# --- where: one resolution, public addresses only ------------------------------------------
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    """The addresses of `host`, as the system resolver gives them (tests put their own)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [info[4][0] for info in infos]
+
+
+resolver: Callable[[str, int], list[str]] = _resolve
+
+
+def is_public(address: str) -> bool:
+    """Whether a call may connect to `address` when the host did not come from the server's
+    configuration: a global unicast address, nothing else (169.254.169.254, the metadata
+    address of the clouds, is link-local; 100.100.100.200 is shared address space)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def address_for(destination: Destination) -> str:
+    """The one address this call connects to."""
+    try:
+        addresses = resolver(destination.host, destination.port)
+    except (OSError, UnicodeError):
+        raise OutboundError(Failure.UNAVAILABLE) from None
+    if not addresses:
+        raise OutboundError(Failure.UNAVAILABLE)
+    if not destination.configured and not all(is_public(a) for a in addresses):
+        # One private answer among public ones is how rebinding starts: refuse them all.
+        raise OutboundError(Failure.ADDRESS_REFUSED)
+    return addresses[0]
+
+
+# --- the whole-call deadline ----------------------------------------------------------------
+
+
+class Watchdog:
+    """Shuts down every socket of one call when its deadline passes.
+
+    Each socket is watched through a duplicate of it: shutting the duplicate down ends the
+    connection for the original too (a blocked read returns at once), and the duplicate's own
+    descriptor cannot be reused by anything else before `finish()` closes it.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._finished = False
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self.fired or self._finished:
+                # Opened after the deadline (a name lookup that hung past it): the connection
+                # must carry nothing, so it ends before a byte of the request is sent.
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                return
+            self._sockets.append(sock.dup())
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self.fired = True
+            for sock in self._sockets:
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._finished = True
+            for sock in self._sockets:
+                sock.close()
+            self._sockets.clear()
+
+
+current_watchdog: ContextVar[Watchdog | None] = ContextVar("credvault_watchdog", default=None)
+
+
+class _WatchedConnectionMixin:
+    """A connection whose socket the current call's watchdog watches: a new one as it is
+    opened, a pooled one as it sends its next request."""
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()  # type: ignore[misc]
+        watchdog = current_watchdog.get()
+        if watchdog is not None:
+            watchdog.watch(sock)
+        return sock
+
+    def request(self, *args, **kwargs):
+        watchdog = current_watchdog.get()
+        if watchdog is not None and self.sock is not None:  # type: ignore[attr-defined]
+            watchdog.watch(self.sock)  # type: ignore[attr-defined]
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class WatchedHTTPConnection(_WatchedConnectionMixin, HTTPConnection):
+    pass
+
+
+class WatchedHTTPSConnection(_WatchedConnectionMixin, HTTPSConnection):
+    pass
+
+
+def run_with_deadline(exchange: Callable[[], Answer], seconds: float) -> Answer:
+    """Run `exchange` on its own thread (a greenlet under gevent) with a watchdog over its
+    sockets, so that nothing holds the caller past the deadline, not even a name lookup."""
+    watchdog = Watchdog(seconds)
+    outcome: list[Answer | OutboundError] = []
+
+    def run() -> None:
+        token = current_watchdog.set(watchdog)
+        try:
+            outcome.append(exchange())
+        except OutboundError as exc:
+            outcome.append(exc)
+        except Exception:  # the library's text can hold a URL: only the kind survives
+            outcome.append(OutboundError(Failure.UNAVAILABLE))
+        finally:
+            watchdog.finish()
+            current_watchdog.reset(token)
+
+    worker = threading.Thread(target=run, name="credvault-outbound", daemon=True)
+    watchdog.start()
+    worker.start()
+    worker.join(seconds + UNWIND_SECONDS)
+    if not outcome or watchdog.fired:
+        raise OutboundError(Failure.TIMEOUT)
+    result = outcome[0]
+    if isinstance(result, OutboundError):
+        raise result
+    return result
+
+
+# --- pooled connections ---------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def tls_context() -> ssl.SSLContext:
+    """Certificates checked against certifi's bundle only: SSL_CERT_FILE and the like in the
+    environment are not read."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+class _Pools:
+    """This worker's connection pools, one per destination and address, least recently used
+    dropped beyond POOL_DESTINATIONS."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pools: OrderedDict[tuple, urllib3.HTTPConnectionPool] = OrderedDict()
+
+    def get(self, destination: Destination, address: str) -> urllib3.HTTPConnectionPool:
+        key = (destination.scheme, destination.host, destination.port, address)
+        with self._lock:
+            pool = self._pools.get(key)
+            if pool is not None:
+                self._pools.move_to_end(key)
+                return pool
+            pool = self._new(destination, address)
+            self._pools[key] = pool
+            while len(self._pools) > POOL_DESTINATIONS:
+                _, dropped = self._pools.popitem(last=False)
+                dropped.close()
+            return pool
+
+    @staticmethod
+    def _new(destination: Destination, address: str) -> urllib3.HTTPConnectionPool:
+        common = {"maxsize": POOL_CONNECTIONS, "block": False, "retries": False}
+        if destination.scheme == "https":
+            pool = urllib3.HTTPSConnectionPool(
+                address,
+                destination.port,
+                server_hostname=destination.host,
+                assert_hostname=destination.host,
+                ssl_context=tls_context(),
+                cert_reqs="CERT_REQUIRED",
+                **common,
+            )
+            pool.ConnectionCls = WatchedHTTPSConnection
+        else:
+            pool = urllib3.HTTPConnectionPool(address, destination.port, **common)
+            pool.ConnectionCls = WatchedHTTPConnection
+        return pool
+
+    def clear(self) -> None:
+        with self._lock:
+            for pool in self._pools.values():
+                pool.close()
+            self._pools.clear()
+
+
+pools = _Pools()
+
+
+# --- the call -------------------------------------------------------------------------------
+
+
+def send(
+    *,
+    destination: Destination,
+    method: str,
+    target: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    timeout: float,
+    max_answer: int,
+) -> Answer:
+    """Send one request to `destination` (`target`: the path under its host, with the query)
+    and read its answer within `timeout` seconds. Raises OutboundError."""
+
+    def exchange() -> Answer:
+        address = address_for(destination)
+        pool = pools.get(destination, address)
+        response = pool.urlopen(
+            method,
+            target,
+            body=body,
+            headers={**headers, "Host": destination.authority},
+            redirect=False,
+            retries=False,
+            preload_content=False,
+            decode_content=True,
+            assert_same_host=False,
+            timeout=urllib3.Timeout(connect=timeout, read=timeout),
+        )
+        chunks, size = [], 0
+        try:
+            for chunk in response.stream(READ_CHUNK):
+                size += len(chunk)
+                if size > max_answer:
+                    raise OutboundError(Failure.TOO_LARGE)
+                chunks.append(chunk)
+        except BaseException:
+            response.close()  # never back to the pool with an unread answer on it
+            raise
+        headers_out = [(name, value) for name, value in response.headers.iteritems()]
+        response.release_conn()
+        return Answer(response.status, headers_out, b"".join(chunks))
+
+    return run_with_deadline(exchange, timeout)

@@ -1,0 +1,85 @@
+"""Where a credential travels in a request to its provider, as the catalog's `auth` says
+(bearer, a named header with a prefix, basic, or in the URL's path): one definition for the
+verification check and the brokered call, with every form in which a value leaves, so that
+an answer that echoes one can be redacted."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import quote
+
+from providers.catalog import Auth
+
+
+class Revealable(Protocol):
+    """A masked plaintext value (services.masking.Secret) as the engine needs it."""
+
+    def reveal(self) -> str: ...
+
+
+class Unsendable(Exception):
+    """A credential value cannot travel in an HTTP header (a control or non-ASCII character)."""
+
+
+def header_safe(value: str) -> str:
+    if not value or not value.isascii() or not value.isprintable():
+        raise Unsendable
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The credential's headers, the path segment that carries it (URL placement only), the
+    names of the headers it uses (lower case), and every form in which a value is sent."""
+
+    headers: Mapping[str, str]
+    path_prefix: str
+    header_names: frozenset[str]
+    sent: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        return f"Placement(header_names={sorted(self.header_names)!r})"
+
+
+def _url_forms(value: str) -> list[str]:
+    return [value, quote(value, safe=""), quote(value, safe=":")]
+
+
+def place(auth: Auth, path: str, fields: Mapping[str, Revealable]) -> Placement:
+    """Place the credential of `fields` as `auth` says. `path` is the catalog check's path: for
+    URL placement, the part up to the credential's placeholder becomes the prefix of every
+    path. Raises Unsendable for a value no header can carry."""
+    headers: dict[str, str] = {}
+    sent: list[str] = []
+    path_prefix = ""
+    if auth.type == "bearer":
+        value = header_safe(fields[auth.field].reveal())
+        headers["Authorization"] = "Bearer " + value
+        sent += _url_forms(value)
+    elif auth.type == "header":
+        value = header_safe(fields[auth.field].reveal())
+        headers[auth.header] = auth.prefix + value
+        sent += _url_forms(value)
+    elif auth.type == "basic":
+        username = fields[auth.username].reveal() if auth.username else auth.username_value
+        password = fields[auth.password].reveal() if auth.password in fields else ""
+        pair = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+        headers["Authorization"] = "Basic " + pair
+        sent.append(pair)
+        for name in auth.fields:
+            sent += _url_forms(fields[name].reveal())
+    elif auth.type == "url":
+        value = header_safe(fields[auth.field].reveal())
+        placeholder = "{" + auth.field + "}"
+        head, _, _ = path.partition(placeholder)
+        path_prefix = head + quote(value, safe=":")
+        sent += _url_forms(value)
+    return Placement(
+        headers=headers,
+        path_prefix=path_prefix,
+        header_names=frozenset(name.lower() for name in headers),
+        sent=tuple(sorted({form for form in sent if form}, key=len, reverse=True)),
+    )
