@@ -55,6 +55,7 @@ bench: setup
 		&& (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null 2>&1; } \
 		|| echo "wrk is not installed: the Python load generator is used"
 	$(PY) -m scripts.bench $(BENCH_ARGS)
+	$(PY) -m scripts.bench_proxy
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

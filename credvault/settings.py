@@ -136,6 +136,13 @@ CREDVAULT_ENCRYPTION_KEYS = env.str("CREDVAULT_ENCRYPTION_KEYS", default="")
 CREDVAULT_PROVIDER_BASE_URLS = env.str("CREDVAULT_PROVIDER_BASE_URLS", default="{}")
 CREDVAULT_MAX_SERVICES_PER_ACCOUNT = env.int("CREDVAULT_MAX_SERVICES_PER_ACCOUNT", default=100)
 CREDVAULT_VERIFY_TIMEOUT = env.float("CREDVAULT_VERIFY_TIMEOUT", default=5.0)
+# Brokered calls (CONTRACT 11): the operator's own catalog entries (a file in the catalog's
+# format), the bounds of a call, and the per-agent-token rate.
+CREDVAULT_EXTRA_CATALOG = env.str("CREDVAULT_EXTRA_CATALOG", default="")
+CREDVAULT_PROXY_TIMEOUT = env.float("CREDVAULT_PROXY_TIMEOUT", default=30.0)
+CREDVAULT_PROXY_MAX_BODY = env.int("CREDVAULT_PROXY_MAX_BODY", default=1024 * 1024)
+CREDVAULT_PROXY_MAX_RESPONSE = env.int("CREDVAULT_PROXY_MAX_RESPONSE", default=10 * 1024 * 1024)
+CREDVAULT_PROXY_RATE_LIMIT = env.str("CREDVAULT_PROXY_RATE_LIMIT", default="600/min")
 CREDVAULT_RATE_LIMIT = env.str("CREDVAULT_RATE_LIMIT", default="600/min")
 CREDVAULT_TEST_RATE_LIMIT = env.str("CREDVAULT_TEST_RATE_LIMIT", default="30/min")
 # Seconds a request body may take to arrive, in all (services/api/wsgi.py): then 408.
@@ -187,6 +194,8 @@ SPECTACULAR_SETTINGS = {
         "ProblemCode": "services.api.serializers.PROBLEM_CODES",
         "FieldErrorCode": "services.api.serializers.FIELD_ERROR_CODES",
         "ProviderCategory": "services.api.serializers.CATEGORY_CHOICES",
+        "GrantAccess": "services.models.GrantAccess",
+        "ProxyMethod": "services.models.PROXY_METHODS",
     },
     "TAGS": [
         {"name": "services", "description": "Connected services and their credentials."},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -147,6 +147,9 @@ class Provider:
     shapes: tuple[Shape, ...] = field(default_factory=tuple)
     base_url_example: str = ""
     note: str = ""
+    # Added by the operator (CREDVAULT_EXTRA_CATALOG): its host comes from the server's own
+    # configuration, so the outbound client may connect to a private address for it.
+    operator: bool = False
 
     @property
     def per_customer(self) -> bool:
@@ -169,7 +172,8 @@ class Provider:
 
 
 def _fail(where: str, message: str) -> CatalogError:
-    return CatalogError(f"{CATALOG_PATH.name}: {where}: {message}")
+    """An invalid entry; `parse_catalog` puts the file's name in front."""
+    return CatalogError(f"{where}: {message}")
 
 
 def _only(entry: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -373,27 +377,57 @@ def _parse_provider(raw: Any, position: int) -> Provider:
     )
 
 
-def parse_catalog(text: str) -> dict[str, Provider]:
+def parse_catalog(
+    text: str, *, source: str = CATALOG_PATH.name, operator: bool = False
+) -> dict[str, Provider]:
+    """The providers of one catalog file's text; `source` names it in errors."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{CATALOG_PATH.name}: not valid TOML: {exc}") from None
+        raise CatalogError(f"{source}: not valid TOML: {exc}") from None
     entries = data.get("providers")
     if not isinstance(entries, list):
-        raise CatalogError(f"{CATALOG_PATH.name}: no [[providers]] entries")
+        raise CatalogError(f"{source}: no [[providers]] entries")
     providers: dict[str, Provider] = {}
     for position, raw in enumerate(entries):
-        provider = _parse_provider(raw, position)
+        try:
+            provider = _parse_provider(raw, position)
+        except CatalogError as exc:
+            raise CatalogError(f"{source}: {exc}") from None
         if provider.id in providers:
-            raise _fail(f"provider {provider.id!r}", "`id` appears twice")
-        providers[provider.id] = provider
+            raise CatalogError(f"{source}: provider {provider.id!r}: `id` appears twice")
+        providers[provider.id] = replace(provider, operator=operator) if operator else provider
     return providers
+
+
+def extra_catalog(path: str) -> dict[str, Provider]:
+    """The operator's own entries (CREDVAULT_EXTRA_CATALOG: a file in the catalog's format)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogError(
+            f"CREDVAULT_EXTRA_CATALOG: cannot read {path}: {type(exc).__name__}"
+        ) from None
+    return parse_catalog(text, source=f"CREDVAULT_EXTRA_CATALOG ({path})", operator=True)
 
 
 @lru_cache(maxsize=1)
 def catalog() -> dict[str, Provider]:
-    """Every provider of the catalog, by id (read once)."""
-    return parse_catalog(CATALOG_PATH.read_text(encoding="utf-8"))
+    """Every provider of the catalog, by id (read once): credvault's file, then the operator's
+    entries, which may not reuse an id of credvault's."""
+    from django.conf import settings
+
+    providers = parse_catalog(CATALOG_PATH.read_text(encoding="utf-8"))
+    extra_path = getattr(settings, "CREDVAULT_EXTRA_CATALOG", "")
+    if extra_path:
+        for provider_id, provider in extra_catalog(extra_path).items():
+            if provider_id in providers:
+                raise CatalogError(
+                    f"CREDVAULT_EXTRA_CATALOG ({extra_path}): provider {provider_id!r}: `id` "
+                    "is already in credvault's catalog"
+                )
+            providers[provider_id] = provider
+    return providers
 
 
 def get(provider_id: str) -> Provider | None:

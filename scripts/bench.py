@@ -121,7 +121,9 @@ def seed(pad_tokens: int) -> dict:
         store(actor, "github", [("api_key", Secret(FIELDS["api_key"]))])
         issued = []
         for agent in agent_names:
-            agents.put_agent(actor=actor, name=agent, services=["github"])
+            agents.put_agent(
+                actor=actor, name=agent, services=[agents.GrantSpec("github", access="read")]
+            )
             issued.append(agents.issue_agent_token(actor=actor, name=agent).issued.plaintext)
         return issued
 

@@ -249,9 +249,15 @@ def walk(w: Walk) -> tuple[int, int]:
         201,
         "Agent",
         name="report-bot",
-        body=w.model("AgentInput")(services=["github"]),
+        body=w.model("AgentInput")(
+            services=[w.model("GrantInput")(service="github", access="read")]
+        ),
     )
-    expect("agent's grants", agent.services, ["github"])
+    expect(
+        "agent's grants",
+        [(g.service, str(g.access), list(map(str, g.methods)), g.paths) for g in agent.services],
+        [("github", "read", ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"], ["/"])],
+    )
     expect(
         "agents listed",
         [a.name for a in w.call("agents", "list_agents", 200, "Agent")],
@@ -302,6 +308,24 @@ def walk(w: Walk) -> tuple[int, int]:
         "Agent",
         name="report-bot",
         body=w.model("AgentInput")(services=["github"]),
+    )
+    w.problem(
+        "agent",
+        "agent_read_credentials",
+        403,
+        "read_not_granted",
+        service="github",
+        client=agent_client,
+    )
+    w.call(
+        "agents",
+        "put_agent",
+        200,
+        "Agent",
+        name="report-bot",
+        body=w.model("AgentInput")(
+            services=[w.model("GrantInput")(service="github", access="read")]
+        ),
     )
     w.call("services", "remove_service", 204, None, service="github")
     w.problem("services", "remove_service", 404, "service_not_connected", service="github")

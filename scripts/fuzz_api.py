@@ -57,7 +57,11 @@ def seed(env: dict[str, str]) -> dict:
         values[service] = [value.reveal() for _, value in fields]
         checked = credentials.credential_set(service=service, fields=fields)
         credentials.store_credentials(actor=actor, credentials=checked)
-    agents.put_agent(actor=actor, name="fuzzer", services=["github", "custom", "openai"])
+    agents.put_agent(
+        actor=actor,
+        name="fuzzer",
+        services=[agents.GrantSpec(s, access="read") for s in ("github", "custom", "openai")],
+    )
     agent_token = agents.issue_agent_token(actor=actor, name="fuzzer").issued
     return {"token": token, "agent_token": agent_token.plaintext, "values": values}
 

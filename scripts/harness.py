@@ -210,6 +210,8 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: bytes
+    # The client's port: two requests on one kept-alive connection share it.
+    peer_port: int = 0
 
 
 @dataclass
@@ -245,7 +247,13 @@ class ProviderServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 server.requests.append(
-                    Recorded(self.command, self.path, dict(self.headers.items()), body)
+                    Recorded(
+                        self.command,
+                        self.path,
+                        dict(self.headers.items()),
+                        body,
+                        self.client_address[1],
+                    )
                 )
                 reply = server.reply
                 if reply.delay_seconds and server.released.wait(reply.delay_seconds):
@@ -258,6 +266,8 @@ class ProviderServer:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(reply.body)))
                 self.end_headers()
+                if self.command == "HEAD":
+                    return
                 if reply.drip_seconds:
                     for byte in reply.body:
                         if server.released.wait(reply.drip_seconds):
@@ -267,7 +277,7 @@ class ProviderServer:
                 else:
                     self.wfile.write(reply.body)
 
-            do_GET = do_POST = do_PUT = do_DELETE = _handle
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -192,7 +192,7 @@ def main() -> int:
     token = manage(env, "issue_token", "soak")
     services = [f"soak-{i}-{j}" for i in range(args.clients) for j in range(3)]
     grants = [arg for service in services for arg in ("--service", service)]
-    manage(env, "create_agent", "soak", "soak-agent", *grants)
+    manage(env, "create_agent", "soak", "soak-agent", "--read", *grants)
     agent = manage(env, "issue_agent_token", "soak", "soak-agent")
     # From the command line: the account token's issuance, the agent's creation and its token.
     baseline_events = 3

@@ -210,7 +210,7 @@ class AgentTokenAdmin(TokenAdmin):
 
 class GrantInline(admin.TabularInline):
     model = Grant
-    fields = ["service", "created_at"]
+    fields = ["service", "access", "methods", "paths", "created_at"]
     readonly_fields = fields
     extra = 0
     can_delete = False

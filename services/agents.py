@@ -17,17 +17,45 @@ from services import audit, tokens
 from services.accounts import IssuedToken, create_token, expires_at
 from services.audit import Actor, Operation
 from services.crypto import Place, key_ring
-from services.exceptions import AgentNotFound, NotGranted, ServiceNotConnected, TokenNotFound
+from services.exceptions import (
+    AgentNotFound,
+    NotGranted,
+    ReadNotGranted,
+    ServiceNotConnected,
+    TokenNotFound,
+)
 from services.masking import Secret
-from services.models import Agent, AgentToken, AuditEvent, Grant
+from services.models import (
+    PROXY_METHODS,
+    WHOLE_API,
+    Agent,
+    AgentToken,
+    AuditEvent,
+    Grant,
+    GrantAccess,
+)
 from services.storage import queries
+
+
+@dataclass(frozen=True)
+class GrantSpec:
+    """One grant as given and as shown: a service and what the agent may do with it."""
+
+    service: str
+    access: str = GrantAccess.PROXY
+    methods: tuple[str, ...] = PROXY_METHODS
+    paths: tuple[str, ...] = (WHOLE_API,)
+
+    @classmethod
+    def of(cls, grant: Grant) -> GrantSpec:
+        return cls(grant.service, grant.access, tuple(grant.methods), tuple(grant.paths))
 
 
 @dataclass(frozen=True)
 class AgentView:
     name: str
     created_at: datetime
-    services: list[str]
+    services: list[GrantSpec]
 
 
 @dataclass(frozen=True)
@@ -60,8 +88,12 @@ class AgentCredentials:
         )
 
 
-def _view(agent: Agent, services: Iterable[str]) -> AgentView:
-    return AgentView(name=agent.name, created_at=agent.created_at, services=sorted(services))
+def _view(agent: Agent, grants: Iterable[GrantSpec]) -> AgentView:
+    return AgentView(
+        name=agent.name,
+        created_at=agent.created_at,
+        services=sorted(grants, key=lambda grant: grant.service),
+    )
 
 
 def list_agents(*, actor: Actor) -> list[AgentView]:
@@ -71,12 +103,12 @@ def list_agents(*, actor: Actor) -> list[AgentView]:
         .prefetch_related("grants")
         .order_by("name")
     )
-    views = [_view(agent, (grant.service for grant in agent.grants.all())) for agent in agents]
+    views = [_view(agent, map(GrantSpec.of, agent.grants.all())) for agent in agents]
     audit.record(actor, Operation.LIST_AGENTS)
     return views
 
 
-def _put_once(*, actor: Actor, name: str, services: list[str]) -> AgentPut:
+def _put_once(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut:
     with transaction.atomic():
         queries.lock_audit_head(account_id=actor.account_id)
         agent = (
@@ -87,15 +119,24 @@ def _put_once(*, actor: Actor, name: str, services: list[str]) -> AgentPut:
             agent = Agent.objects.create(account_id=actor.account_id, name=name)
         else:
             agent.grants.all().delete()
-        Grant.objects.bulk_create(Grant(agent=agent, service=service) for service in services)
+        Grant.objects.bulk_create(
+            Grant(
+                agent=agent,
+                service=grant.service,
+                access=grant.access,
+                methods=list(grant.methods),
+                paths=list(grant.paths),
+            )
+            for grant in services
+        )
         operation = Operation.CREATE_AGENT if created else Operation.REPLACE_GRANTS
         event = audit.record(actor, operation, target=name)
     return AgentPut(_view(agent, services), created, event)
 
 
-def put_agent(*, actor: Actor, name: str, services: list[str]) -> AgentPut:
-    """Create the agent or replace its grants with exactly `services`. A removed grant ends
-    the agent's access to that service with this transaction's commit."""
+def put_agent(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut:
+    """Create the agent or replace its grants with exactly `services` (one per service). A
+    removed grant ends the agent's access to that service with this transaction's commit."""
     try:
         return _put_once(actor=actor, name=name, services=services)
     except IntegrityError:
@@ -161,8 +202,8 @@ def revoke_agent_token(*, actor: Actor, name: str, prefix: str) -> AuditEvent:
 
 
 def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
-    """The agent read: the complete stored set of a granted service, or NotGranted (403) or
-    ServiceNotConnected (404).
+    """The agent read: the complete stored set of a granted service, or NotGranted (403),
+    ReadNotGranted (403: the grant is for brokered calls only) or ServiceNotConnected (404).
 
     The grant, the service row and its fields come from one statement, so the set is that of
     a single committed store even while another store replaces it. Its audit event is
@@ -170,19 +211,14 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
     atomic by themselves, so no transaction surrounds them (on PostgreSQL that would be two
     more round trips, a BEGIN and a COMMIT). Nothing decrypted is kept after the response.
     """
-    found = queries.read_granted_set(
-        account_id=actor.account_id, agent_id=actor.agent_id, service=service
-    )
+    found = granted_set(actor=actor, service=service)
     if found is None:
         raise NotGranted()
+    if found.access != GrantAccess.READ:
+        raise ReadNotGranted()
     if not found.fields:
         raise ServiceNotConnected()
-    ring = key_ring()
-    fields = []
-    for field in found.fields:
-        place = Place(actor.account_id, service, field.key_name, found.generation)
-        value = ring.open(field.key_id, field.ciphertext, place, field_id=field.id)
-        fields.append((field.key_name, value))
+    fields = open_fields(actor=actor, service=service, found=found)
     audit.record(actor, Operation.READ_CREDENTIALS, service=service)
     return AgentCredentials(
         service=service,
@@ -190,3 +226,30 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
         connected_at=found.connected_at,
         fields=fields,
     )
+
+
+def granted_set(*, actor: Actor, service: str) -> queries.GrantedSet | None:
+    """The agent's grant for `service` with the stored set, in one statement (the brokered
+    call's read): None without a grant, `fields` empty when nothing is stored."""
+    return queries.read_granted_set(
+        account_id=actor.account_id, agent_id=actor.agent_id, service=service
+    )
+
+
+def open_fields(
+    *, actor: Actor, service: str, found: queries.GrantedSet
+) -> list[tuple[str, Secret]]:
+    """The stored set's values, decrypted and masked; nothing decrypted is kept afterwards."""
+    ring = key_ring()
+    return [
+        (
+            field.key_name,
+            ring.open(
+                field.key_id,
+                field.ciphertext,
+                Place(actor.account_id, service, field.key_name, found.generation),
+                field_id=field.id,
+            ),
+        )
+        for field in found.fields
+    ]

@@ -7,8 +7,11 @@ first), and `digest`:
 
 `canonical` is the one text form of an event: the compact JSON object, keys sorted, of account
 id, seq, occurred_at (RFC 3339, microseconds, Z), token_prefix, agent_name, action, service,
-target, outcome, status and request_id. `seq` counts the account's events from 1, and the
-account row holds the chain's head (last seq and digest). An edited row no longer matches its
+target, outcome, status and request_id; a brokered call's event (agent.proxy) also holds its
+method, path and upstream_status (null when the provider gave no answer). Events of other
+actions have no such members, so the digests of events written before them are unchanged.
+`seq` counts the account's events from 1, and the account row holds the chain's head (last
+seq and digest). An edited row no longer matches its
 digest, a deleted or reordered row breaks the sequence or the next `prev_digest`, and a row cut
 from the end no longer matches the head: `verify_chain` names the first broken link.
 
@@ -99,6 +102,8 @@ class Operation(Enum):
     REVOKE_AGENT_TOKEN = (AuditAction.AGENT_TOKENS_REVOKE, 204)
     LIST_AUDIT_EVENTS = (AuditAction.AUDIT_LIST, 200)
     READ_CREDENTIALS = (AuditAction.AGENT_READ, 200)
+    # Its status is the provider's, passed back (`record(upstream_status=...)`).
+    PROXY_CALL = (AuditAction.AGENT_PROXY, 200)
     # Management commands and the admin: no HTTP answer, so the status an API would give.
     ISSUE_TOKEN = (AuditAction.TOKENS_ISSUE, 201)
     REVOKE_TOKEN = (AuditAction.TOKENS_REVOKE, 204)
@@ -136,6 +141,10 @@ def canonical(event: AuditEvent) -> str:
         "status": event.status,
         "request_id": event.request_id,
     }
+    if event.method:
+        fields["method"] = event.method
+        fields["path"] = event.path
+        fields["upstream_status"] = event.upstream_status
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
@@ -150,11 +159,19 @@ def record(
     status: int | None = None,
     service: str = "",
     target: str = "",
+    method: str = "",
+    path: str = "",
+    upstream_status: int | None = None,
 ) -> AuditEvent:
     """Append the event of `actor`'s request: `operation`'s action, with its success status
     or the `status` it was refused or failed with. One statement, atomic by itself; inside a
-    transaction it is part of it (the transaction holds the account's head lock)."""
+    transaction it is part of it (the transaction holds the account's head lock).
+
+    A brokered call gives its `method` and `path`, and `upstream_status` when the provider
+    answered: its outcome is then `success` whatever that status (the call was made and its
+    answer passed back); without an answer it follows credvault's own status."""
     status = operation.status if status is None else status
+    outcome = AuditOutcome.SUCCESS if upstream_status is not None else outcome_for(status)
     fields = {
         "account_id": actor.account_id,
         "occurred_at": timezone.now(),
@@ -163,9 +180,12 @@ def record(
         "action": operation.action,
         "service": service,
         "target": target,
-        "outcome": outcome_for(status),
+        "outcome": outcome,
         "status": status,
         "request_id": actor.request_id,
+        "method": method,
+        "path": path,
+        "upstream_status": upstream_status,
     }
     event = AuditEvent(seq=queries.SEQ_PENDING, **fields)
     appended = queries.append_event(**fields, canonical=canonical(event))

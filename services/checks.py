@@ -89,7 +89,7 @@ def check_provider_base_urls(app_configs, **kwargs):
 @register()
 def check_limits(app_configs, **kwargs):
     errors = []
-    for name in ("CREDVAULT_RATE_LIMIT", "CREDVAULT_TEST_RATE_LIMIT"):
+    for name in ("CREDVAULT_RATE_LIMIT", "CREDVAULT_TEST_RATE_LIMIT", "CREDVAULT_PROXY_RATE_LIMIT"):
         try:
             parse_rate(getattr(settings, name))
         except RateError as exc:
@@ -106,6 +106,14 @@ def check_limits(app_configs, **kwargs):
         errors.append(
             Error("CREDVAULT_BODY_TIMEOUT must be above 0 and at most 300.", id="credvault.E012")
         )
+    # Above 30 s, raise nginx's proxy_read_timeout too (deploy/nginx.conf: 35 s).
+    if not 0 < settings.CREDVAULT_PROXY_TIMEOUT <= 300:
+        errors.append(
+            Error("CREDVAULT_PROXY_TIMEOUT must be above 0 and at most 300.", id="credvault.E013")
+        )
+    for name in ("CREDVAULT_PROXY_MAX_BODY", "CREDVAULT_PROXY_MAX_RESPONSE"):
+        if getattr(settings, name) < 1:
+            errors.append(Error(f"{name} must be at least 1 byte.", id="credvault.E013"))
     return errors
 
 

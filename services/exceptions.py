@@ -101,6 +101,48 @@ class NotGranted(ProblemError):
     default_detail = "This agent has no grant for the service."
 
 
+class ReadNotGranted(ProblemError):
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "read_not_granted"
+    default_detail = (
+        "This agent's grant allows brokered calls only (/api/v1/agent/proxy/...); the account "
+        'can give it access "read" to read the plaintext.'
+    )
+
+
+class InvalidProxyPath(ProblemError):
+    default_code = "invalid_proxy_path"
+    default_detail = (
+        "The path cannot be proxied: after one percent-decoding it holds a '.' or '..' segment, "
+        "an empty segment, a backslash, a control character, '@' or an encoded '/', or it "
+        "leaves the provider's API."
+    )
+
+
+class NotProxyable(ProblemError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "not_proxyable"
+    default_detail = "credvault cannot make calls for this service."
+
+
+class UpstreamTimeout(ProblemError):
+    status_code = status.HTTP_504_GATEWAY_TIMEOUT
+    default_code = "upstream_timeout"
+    default_detail = "The provider did not answer in time."
+
+
+class UpstreamTooLarge(ProblemError):
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "upstream_too_large"
+    default_detail = "The provider's answer is larger than credvault passes on."
+
+
+class UpstreamUnavailable(ProblemError):
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "upstream_unavailable"
+    default_detail = "The provider could not be reached."
+
+
 class InsufficientScope(ProblemError):
     """An agent token on the account API or an account token on the agent API (RFC 6750)."""
 

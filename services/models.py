@@ -176,12 +176,36 @@ class Agent(models.Model):
         return f"<Agent {self.pk}: account {self.account_id}, {self.name}>"
 
 
+class GrantAccess(models.TextChoices):
+    """What a grant lets its agent do with the service (CONTRACT 11)."""
+
+    PROXY = "proxy", "proxy: brokered calls only"
+    READ = "read", "read: brokered calls and the plaintext read"
+
+
+# The methods a brokered call may use, in the order grants list them; and a grant's defaults.
+PROXY_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+WHOLE_API = "/"
+
+
+def every_method() -> list[str]:
+    return list(PROXY_METHODS)
+
+
+def the_whole_api() -> list[str]:
+    return [WHOLE_API]
+
+
 class Grant(models.Model):
-    """Lets an agent obtain the credentials of one service identifier (connected or not)."""
+    """Lets an agent use the credentials of one service identifier (connected or not): through
+    brokered calls with `methods` under `paths`, and with access `read` the plaintext too."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="grants")
     service = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)
+    access = models.CharField(max_length=8, choices=GrantAccess.choices, default=GrantAccess.PROXY)
+    methods = models.JSONField(default=every_method, help_text="HTTP methods allowed through.")
+    paths = models.JSONField(default=the_whole_api, help_text="Path prefixes allowed.")
 
     class Meta:
         ordering = ["agent_id", "service"]
@@ -228,6 +252,7 @@ class AuditAction(models.TextChoices):
     AGENT_TOKENS_REVOKE = "agents.revoke_token", "agents.revoke_token"
     AUDIT_LIST = "audit.list", "audit.list"
     AGENT_READ = "agent.read_credentials", "agent.read_credentials"
+    AGENT_PROXY = "agent.proxy", "agent.proxy"
     # Made with a management command or in the admin.
     TOKENS_ISSUE = "tokens.issue", "tokens.issue"
     TOKENS_REVOKE = "tokens.revoke", "tokens.revoke"
@@ -266,6 +291,11 @@ class AuditEvent(models.Model):
     outcome = models.CharField(max_length=16, choices=AuditOutcome.choices)
     status = models.PositiveSmallIntegerField()
     request_id = models.CharField(max_length=REQUEST_ID_MAX_LENGTH)
+    # A brokered call's (agent.proxy): its method, its path as sent (percent-encoded, without
+    # the query), and the provider's status when it answered. Empty for every other event.
+    method = models.CharField(max_length=7, blank=True, default="")
+    path = models.CharField(max_length=2048, blank=True, default="")
+    upstream_status = models.PositiveSmallIntegerField(null=True, blank=True, default=None)
     prev_digest = models.CharField(max_length=64)
     digest = models.CharField(max_length=64)
 

@@ -23,7 +23,7 @@ from services.accounts import (
     revoke_token,
     set_account_active,
 )
-from services.agents import delete_agent, issue_agent_token, put_agent
+from services.agents import GrantSpec, delete_agent, issue_agent_token, put_agent
 from services.audit import Actor
 from services.credentials import credential_set, store_credentials
 from services.management.listing import live_tokens, token_status
@@ -102,7 +102,7 @@ def store(account: Account, service: str, **values: str) -> None:
 
 def agent_with_token(account: Account, name: str, services: list[str]) -> AgentToken:
     actor = Actor.command(account.pk)
-    put_agent(actor=actor, name=name, services=services)
+    put_agent(actor=actor, name=name, services=[GrantSpec(s) for s in services])
     return issue_agent_token(actor=actor, name=name).issued.token
 
 
@@ -244,7 +244,11 @@ def test_each_list_filters_and_searches_by_account(staff, bob, two_accounts_of_e
 
 @pytest.mark.django_db
 def test_the_grants_inline_shows_each_service_once(staff, alice):
-    put_agent(actor=Actor.command(alice.pk), name="bot", services=["zeta-one", "alpha-two"])
+    put_agent(
+        actor=Actor.command(alice.pk),
+        name="bot",
+        services=[GrantSpec("zeta-one"), GrantSpec("alpha-two", methods=("GET",))],
+    )
     agent = Agent.objects.get()
     detail = page(staff, f"/admin/services/agent/{agent.pk}/change/")
     assert detail.count("zeta-one") == 1

@@ -20,8 +20,17 @@ AGENT_TOKEN = re.compile(r"cva_[0-9A-Za-z]{46}")
 SCOPE = 'Bearer realm="credvault", error="insufficient_scope"'
 
 
-def put_agent(api: Api, name: str, services: list[str]):
+def put_agent(api: Api, name: str, services: list, *, access: str | None = "read"):
+    """PUT the agent with `services`; a service named by a string gets a grant of `access`
+    (`read` here, for the tests of the plaintext read), or the default grant when None."""
+    if access is not None:
+        services = [{"service": s, "access": access} if isinstance(s, str) else s for s in services]
     return api.raw("PUT", f"/api/v1/agents/{name}", json.dumps({"services": services}))
+
+
+def granted(services: list[dict]) -> list[str]:
+    """The services of an agent's grants, as a response lists them."""
+    return [grant["service"] for grant in services]
 
 
 def agent_token(api: Api, name: str, body: bytes | str = b"", **kwargs) -> str:
@@ -47,19 +56,27 @@ def reader(alice_api):
 class TestManagingAgents:
     def test_create_list_replace_and_delete(self, alice_api, alice):
         assert alice_api.client.get("/api/v1/agents", headers=alice_api.headers()).json() == []
-        response = put_agent(alice_api, "Report Bot", [" GitHub ", "slack", "github"])
+        response = put_agent(alice_api, "Report Bot", [" GitHub ", "slack", "github"], access=None)
         assert response.status_code == 201
         body = response.json()
         assert set(body) == {"name", "createdAt", "services"}
-        assert (body["name"], body["services"]) == ("report-bot", ["github", "slack"])
+        assert (body["name"], granted(body["services"])) == ("report-bot", ["github", "slack"])
+        # A service named by a string gets the default grant: brokered calls, every method
+        # and path.
+        assert body["services"][0] == {
+            "service": "github",
+            "access": "proxy",
+            "methods": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
+            "paths": ["/"],
+        }
         replaced = put_agent(alice_api, "report-bot", ["openai"])
         assert replaced.status_code == 200
-        assert replaced.json()["services"] == ["openai"]
+        assert granted(replaced.json()["services"]) == ["openai"]
         assert replaced.json()["createdAt"] == body["createdAt"]
         assert list(Grant.objects.values_list("service", flat=True)) == ["openai"]
         put_agent(alice_api, "another", [])
         listed = alice_api.client.get("/api/v1/agents", headers=alice_api.headers()).json()
-        assert [(a["name"], a["services"]) for a in listed] == [
+        assert [(a["name"], granted(a["services"])) for a in listed] == [
             ("another", []),
             ("report-bot", ["openai"]),
         ]

@@ -104,6 +104,10 @@ def test_an_event_holds_who_what_and_the_request_id(alice_api, alice):
         "outcome": "success",
         "status": 201,
         "requestId": response["X-Request-ID"],
+        # A brokered call's members, null for every other event.
+        "method": None,
+        "path": None,
+        "upstreamStatus": None,
     }
 
 

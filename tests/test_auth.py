@@ -166,7 +166,7 @@ class TestTokenLookup:
 
         account = create_account(name="lookup")
         actor = Actor.command(account.pk)
-        agents.put_agent(actor=actor, name="bot", services=["github"])
+        agents.put_agent(actor=actor, name="bot", services=[agents.GrantSpec("github")])
         return [
             (ApiToken, issue_token(account=account, name="cli").plaintext),
             (

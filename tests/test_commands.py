@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from services import audit
 from services.crypto import KeyRing
-from services.models import Account, Agent, AgentToken, ApiToken, AuditEvent
+from services.models import Account, Agent, AgentToken, ApiToken, AuditEvent, Grant
 from tests.conftest import KEY_A
 from tests.support import Api
 
@@ -228,9 +228,19 @@ AGENT_TOKEN = re.compile(r"cva_[0-9A-Za-z]{46}")
 class TestAgentCommands:
     def test_create_agent_and_issue_its_token(self, alice, alice_api):
         out, _ = run(
-            "create_agent", "alice", "Report Bot", "--service", "GitHub", "--service", "slack"
+            "create_agent",
+            "alice",
+            "Report Bot",
+            "--service",
+            "GitHub",
+            "--service",
+            "slack",
+            "--read",
         )
-        assert out.strip() == "created agent report-bot of alice: github, slack"
+        assert out.strip() == (
+            "created agent report-bot of alice: github (read, all methods, /); "
+            "slack (read, all methods, /)"
+        )
         out, err = run("issue_agent_token", "alice", "report-bot", "--expires-in", "3")
         token = out.strip()
         assert AGENT_TOKEN.fullmatch(token)
@@ -309,3 +319,31 @@ def test_verify_audit_exits_non_zero_on_a_broken_chain(tmp_path):
     broken = manage("verify_audit", "acme", **env)
     assert broken.returncode != 0
     assert "broken at seq 1" in broken.stderr
+
+
+@pytest.mark.django_db
+def test_create_agent_gives_brokered_grants_with_their_methods_and_paths(alice):
+    out, _ = run(
+        "create_agent",
+        "alice",
+        "bot",
+        "--service",
+        "github",
+        "--method",
+        "POST",
+        "--method",
+        "GET",
+        "--path",
+        "/repos",
+        "--path",
+        "/user",
+    )
+    assert out.strip() == "created agent bot of alice: github (proxy, GET,POST, /repos,/user)"
+    grant = Grant.objects.get()
+    assert (grant.access, grant.methods, grant.paths) == (
+        "proxy",
+        ["GET", "POST"],
+        ["/repos", "/user"],
+    )
+    with pytest.raises(CommandError, match="path prefix"):
+        run("create_agent", "alice", "bot", "--service", "github", "--path", "/a/../b")

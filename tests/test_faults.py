@@ -132,7 +132,10 @@ def test_killing_workers_in_the_middle_of_stores_leaves_complete_sets(alice_acco
     env = server_env(database_url(), CREDVAULT_RATE_LIMIT="1000000/min")
     with Gunicorn(env, workers=2) as server:
         status, _, _ = request(
-            "PUT", f"{server.url}/api/v1/agents/checker", token=token, body={"services": services}
+            "PUT",
+            f"{server.url}/api/v1/agents/checker",
+            token=token,
+            body={"services": [{"service": s, "access": "read"} for s in services]},
         )
         assert status == 201
         _, _, body = request("POST", f"{server.url}/api/v1/agents/checker/tokens", token=token)

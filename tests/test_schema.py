@@ -80,6 +80,10 @@ class TestSchemaAndDocs:
             ("/api/v1/agents/{name}/tokens", "post"),
             ("/api/v1/agents/{name}/tokens/{prefix}", "delete"),
             ("/api/v1/agent/credentials/{service}", "get"),
+            *(
+                ("/api/v1/agent/proxy/{service}/{path}", method)
+                for method in ("get", "post", "put", "patch", "delete")
+            ),
             ("/api/v1/audit-events", "get"),
             ("/api/v1/providers", "get"),
             ("/api/v1/services", "get"),
@@ -92,7 +96,8 @@ class TestSchemaAndDocs:
             assert scheme == scheme | {"type": "http", "scheme": "bearer"}
         for path, item in doc["paths"].items():
             for method in ("put", "post"):
-                if method in item and not path.endswith("/tokens"):
+                # A brokered call's body is the provider's, of any media type, and optional.
+                if method in item and not path.endswith("/tokens") and "/proxy/" not in path:
                     body = item[method]["requestBody"]
                     assert body["required"] is True, (path, method)
                     assert list(body["content"]) == ["application/json"], (path, method)
@@ -386,12 +391,16 @@ class TestNamesForClientGenerators:
             "CredentialInput",
             "FieldError",
             "FieldErrorCode",
+            "Grant",
+            "GrantAccess",
+            "GrantInput",
             "KeyType",
             "Problem",
             "ProblemCode",
             "Provider",
             "ProviderCategory",
             "ProviderShape",
+            "ProxyMethod",
             "VerificationReason",
             "VerificationResult",
         }
@@ -465,6 +474,7 @@ class TestNamesForClientGenerators:
             "issue_agent_token": ["agent-tokens"],
             "revoke_agent_token": ["agent-tokens"],
             "agent_read_credentials": ["agent"],
+            **{f"agent_proxy_{m}": ["agent"] for m in ("get", "post", "put", "patch", "delete")},
             "list_audit_events": ["audit"],
         }
         assert [tag["name"] for tag in doc["tags"]] == [

@@ -43,8 +43,21 @@ def agent_name(raw: str) -> str:
         ) from None
 
 
+def grant_body(grant: agents.GrantSpec) -> dict:
+    return {
+        "service": grant.service,
+        "access": str(grant.access),
+        "methods": list(grant.methods),
+        "paths": list(grant.paths),
+    }
+
+
 def agent_body(view: agents.AgentView) -> dict:
-    return {"name": view.name, "createdAt": rfc3339(view.created_at), "services": view.services}
+    return {
+        "name": view.name,
+        "createdAt": rfc3339(view.created_at),
+        "services": [grant_body(grant) for grant in view.services],
+    }
 
 
 class AgentListView(AccountAPIView):
@@ -70,8 +83,9 @@ class AgentView(AccountAPIView):
         operation_id="put_agent",
         summary="Create an agent or replace its grants",
         tags=["agents"],
-        description="Grants are service identifiers; a service need not be connected yet. "
-        "Removing a grant ends the agent's access to that service at once.",
+        description="Each grant is a service identifier (brokered access, every method, every "
+        "path) or an object with `access`, `methods` and `paths`; a service need not be "
+        "connected yet. Removing a grant ends the agent's access to that service at once.",
         request=AgentInputSerializer,
         examples=AGENT_EXAMPLES,
         responses={
@@ -203,8 +217,8 @@ class AgentCredentialsView(AuditedAPIView):
         summary="Read a granted service's credentials (agent token)",
         tags=["agent"],
         description="One complete stored set, read in one statement: never a mix of two "
-        "stores. 403 not_granted without a grant; 404 service_not_connected with a grant but "
-        "nothing stored.",
+        "stores. 403 not_granted without a grant, read_not_granted with a grant for brokered "
+        "calls only (access proxy); 404 service_not_connected with a grant but nothing stored.",
         responses={200: AgentCredentialsSerializer, **problems(404)},
         parameters=[path_identifier("service", "A granted service.", "github")],
     )

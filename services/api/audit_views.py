@@ -98,4 +98,7 @@ def event_body(event: AuditEvent) -> dict:
         "outcome": event.outcome,
         "status": event.status,
         "requestId": event.request_id,
+        "method": event.method or None,
+        "path": event.path or None,
+        "upstreamStatus": event.upstream_status,
     }

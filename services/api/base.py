@@ -81,6 +81,8 @@ class AuditedAPIView(APIView):
                 status=status,
                 service=context.service,
                 target=context.target,
+                method=context.method,
+                path=context.path,
             )
         except DatabaseError as exc:
             logger.error("audit event not written: %s", type(exc).__name__)

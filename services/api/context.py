@@ -60,6 +60,9 @@ class RequestContext:
     # What the request is about, for its audit event: a service, or an agent (`target`).
     service: str = ""
     target: str = ""
+    # A brokered call's method and path as sent, for the event of its refusal.
+    method: str = ""
+    path: str = ""
 
     @classmethod
     def for_request(cls, request: HttpRequest) -> RequestContext:

@@ -21,10 +21,12 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
+from services.agents import GrantSpec
 from services.api.serializers import (
     AgentInputSerializer,
     AgentTokenInputSerializer,
     CredentialInputSerializer,
+    GrantEntryField,
     ServiceIdentifierField,
 )
 from services.api.wsgi import MAX_BODY_BYTES
@@ -37,6 +39,7 @@ from services.exceptions import (
     field_error,
 )
 from services.masking import Secret
+from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
 
 _MEMBER_NAME_SHOWN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -256,8 +259,41 @@ def _eager(regex: re.Pattern) -> re.Pattern:
     return re.compile(regex.pattern, regex.flags)
 
 
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    values: tuple[str, ...]
+
+    def errors(self, value: Any, where: str) -> list[dict[str, str]]:
+        if value in self.values and isinstance(value, str):
+            return []
+        return [field_error(where, FieldErrorCode.INVALID, f"One of {', '.join(self.values)}.")]
+
+
+@dataclass(frozen=True, slots=True)
+class _TextOrObject:
+    """A string checked by `text`, or an object checked by `shape`."""
+
+    text: Any
+    shape: Any
+
+    def errors(self, value: Any, where: str) -> list[dict[str, str]]:
+        if isinstance(value, str):
+            return self.text.errors(value, where)
+        if isinstance(value, dict):
+            return self.shape.errors(value, where)
+        return [
+            field_error(
+                where, FieldErrorCode.INVALID_TYPE, "Must be a service identifier or an object."
+            )
+        ]
+
+
 def compile_shape(field: serializers.Field) -> Any:
     """The node that checks what `field` (a serializer or one of its fields) describes."""
+    if isinstance(field, GrantEntryField):
+        return _TextOrObject(compile_shape(field.text), compile_shape(field.grant))
+    if isinstance(field, serializers.ChoiceField):
+        return _Choice(tuple(str(choice) for choice in field.choices))
     if isinstance(field, serializers.ListSerializer | serializers.ListField):
         return _Array(compile_shape(field.child), field.min_length, field.max_length)
     if isinstance(field, serializers.Serializer):
@@ -318,23 +354,40 @@ def read_credential_input(request: Request) -> CredentialInput:
     return parse_credential_input(read_json_body(request))
 
 
-def parse_grants(data: Any) -> list[str]:
-    """`{"services": [...]}` of a PUT of an agent: the normalized services, deduplicated."""
+def parse_grants(data: Any) -> list[GrantSpec]:
+    """`{"services": [...]}` of a PUT of an agent: one grant per service, each entry a service
+    identifier (the default grant) or an object. Entries that name one service count once
+    when they grant the same; with different options they are refused."""
     errors = shape_errors(AGENT_INPUT, data)
-    services = data.get("services") if isinstance(data, dict) else None
-    normalized: set[str] = set()
-    for index, raw in enumerate(services if isinstance(services, list) else []):
-        if not isinstance(raw, str):
+    entries = data.get("services") if isinstance(data, dict) else None
+    named: list[tuple[str, str, dict]] = []
+    for index, raw in enumerate(entries if isinstance(entries, list) else []):
+        entry = {"service": raw} if isinstance(raw, str) else raw
+        if not isinstance(entry, dict) or not isinstance(entry.get("service"), str):
             continue  # named by shape_errors
+        where = f"services[{index}]" if isinstance(raw, str) else f"services[{index}].service"
         try:
-            normalized.add(normalize_service(raw))
+            named.append((where, normalize_service(entry["service"]), entry))
         except InvalidIdentifier:
+            errors.append(field_error(where, FieldErrorCode.INVALID_SERVICE, SERVICE_RULE))
+    if errors:
+        raise InvalidRequest(errors=errors)
+    grants: dict[str, GrantSpec] = {}
+    for where, service, entry in named:
+        grant = GrantSpec(
+            service=service,
+            access=entry.get("access", GrantAccess.PROXY),
+            # Listed once each, in one order, whatever order the body gave.
+            methods=tuple(m for m in PROXY_METHODS if m in entry.get("methods", PROXY_METHODS)),
+            paths=tuple(sorted(set(entry.get("paths", [WHOLE_API])))),
+        )
+        if grants.setdefault(service, grant) != grant:
             errors.append(
-                field_error(f"services[{index}]", FieldErrorCode.INVALID_SERVICE, SERVICE_RULE)
+                field_error(where, FieldErrorCode.DUPLICATE, "Two different grants of one service.")
             )
     if errors:
         raise InvalidRequest(errors=errors)
-    return sorted(normalized)
+    return sorted(grants.values(), key=lambda grant: grant.service)
 
 
 def parse_token_request(request: Request) -> int | None:

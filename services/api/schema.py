@@ -11,7 +11,10 @@ repeats them and none can forget one.
 
 from __future__ import annotations
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerFieldExtension,
+)
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from rest_framework.serializers import ListSerializer
@@ -26,23 +29,27 @@ BODY_LIMIT = f"{MAX_BODY_BYTES // 1024} KiB"
 
 PROBLEM_DESCRIPTIONS = {
     400: "Invalid body, parameter or identifier (malformed_json, invalid_request with "
-    "`errors`, invalid_service), a Host header this server does not serve "
+    "`errors`, invalid_service), a path a brokered call cannot take (invalid_proxy_path), a "
+    "Host header this server does not serve "
     "(invalid_request), or a malformed HTTP message: a body that ended before its "
     "Content-Length, a bad chunk or request line, chunked with a Content-Length "
     "(bad_request, never processed).",
     401: "No token (not_authenticated) or a malformed, unknown, revoked or expired one "
     "(invalid_token).",
-    403: "A token of the other kind (insufficient_scope, with the RFC 6750 challenge), or no "
-    "grant for the service (not_granted).",
+    403: "A token of the other kind (insufficient_scope, with the RFC 6750 challenge), no "
+    "grant for the service or a brokered call's method or path outside it (not_granted), or "
+    "a plaintext read under a grant for brokered calls only (read_not_granted).",
     404: "Not connected (service_not_connected), no such agent (agent_not_found), no such "
     "token (token_not_found), or no such path (not_found: a path parameter holding `/`).",
     405: "Method not allowed (method_not_allowed); see the Allow header.",
     408: "The body did not arrive within CREDVAULT_BODY_TIMEOUT (request_timeout); nothing "
     "was processed.",
-    409: "The account has reached CREDVAULT_MAX_SERVICES_PER_ACCOUNT (service_limit_reached).",
+    409: "The account has reached CREDVAULT_MAX_SERVICES_PER_ACCOUNT (service_limit_reached), "
+    "or credvault cannot make calls for the service (not_proxyable).",
     411: "A chunked body without Content-Length on a server that cannot mark its end "
     "(length_required). gunicorn marks it; other WSGI servers may not.",
-    413: f"Body over {BODY_LIMIT} (payload_too_large), refused before it is read.",
+    413: f"Body over {BODY_LIMIT}, or a brokered call's over CREDVAULT_PROXY_MAX_BODY "
+    "(payload_too_large), refused before it is read.",
     414: "A request line over the server's limit (uri_too_long).",
     415: "Not application/json in UTF-8 (unsupported_media_type).",
     431: "A header field, or the header section, over the server's limits "
@@ -51,7 +58,12 @@ PROBLEM_DESCRIPTIONS = {
     "with `reason`); nothing was stored.",
     429: "Rate limit of the token reached (rate_limited); see Retry-After.",
     500: "Internal error (internal_error), with no detail of the cause.",
+    502: "A brokered call got no usable answer: the provider could not be reached or its "
+    "address is not a public one (upstream_unavailable), or its answer is over "
+    "CREDVAULT_PROXY_MAX_RESPONSE (upstream_too_large).",
     503: "The database cannot be reached (service_unavailable).",
+    504: "A brokered call's provider did not answer within CREDVAULT_PROXY_TIMEOUT "
+    "(upstream_timeout).",
 }
 
 # What any operation can answer, whatever it does: a Host the server does not serve or a
@@ -188,6 +200,18 @@ def problems(*statuses: int) -> dict:
         )
         for status in statuses
     }
+
+
+class GrantEntryFieldSchema(OpenApiSerializerFieldExtension):
+    """A grant entry: a service identifier, or the GrantInput object."""
+
+    target_class = "services.api.serializers.GrantEntryField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        text = auto_schema._map_serializer_field(field.text, direction)
+        grant = auto_schema.resolve_serializer(type(field.grant), direction).ref
+        return {"oneOf": [text, grant]}
 
 
 class AccountTokenScheme(OpenApiAuthenticationExtension):

@@ -29,12 +29,18 @@ from providers.identifiers import (
 from providers.listing import shapes_text
 from providers.verification import Reason
 from services.exceptions import FieldErrorCode, problem_code_choices
-from services.models import AuditAction, AuditOutcome, KeyType
+from services.models import PROXY_METHODS, AuditAction, AuditOutcome, GrantAccess, KeyType
 from services.tokens import MAX_LIFETIME_DAYS
 
 MAX_CREDENTIALS = 20
 MAX_VALUE_CHARS = 16_384
 MAX_GRANTS = 100
+MAX_GRANT_PATHS = 20
+MAX_GRANT_PATH_CHARS = 256
+# A grant's path prefix: `/`, then segments that are neither empty, `.` nor `..`, holding no
+# control character, `?`, `#`, backslash or `@` (a proxied path never holds one); one trailing
+# slash allowed.
+GRANT_PATH_PATTERN = r"^(?!.*//)/(?!(?:.*/)?\.\.?(?:/|$))[^\u0000-\u001f\u007f-\u009f?#\\@]*$"
 # Any text without NUL: the escape reads the same in Python's re and in ECMA-262 (JSON Schema).
 NO_NUL_PATTERN = r"^[^\u0000]*$"
 
@@ -174,22 +180,80 @@ class ProviderSerializer(serializers.Serializer):
     shapes = ProviderShapeSerializer(many=True)
 
 
+class GrantSerializer(serializers.Serializer):
+    """One grant of an agent: a service and what the agent may do with it (CONTRACT 11)."""
+
+    service = serializers.CharField(help_text="Normalized service identifier.")
+    access = serializers.ChoiceField(choices=GrantAccess.choices)
+    methods = serializers.ListField(
+        child=serializers.ChoiceField(choices=PROXY_METHODS),
+        help_text="HTTP methods allowed through the proxy.",
+    )
+    paths = serializers.ListField(
+        child=serializers.CharField(), help_text="Path prefixes allowed through the proxy."
+    )
+
+
+class GrantInputSerializer(serializers.Serializer):
+    """A grant with its options; each option left out takes its default."""
+
+    service = ServiceIdentifierField()
+    access = serializers.ChoiceField(
+        choices=GrantAccess.choices,
+        required=False,
+        help_text="proxy (the default): brokered calls only; read: also the plaintext read.",
+    )
+    methods = serializers.ListField(
+        child=serializers.ChoiceField(choices=PROXY_METHODS),
+        min_length=1,
+        max_length=len(PROXY_METHODS),
+        required=False,
+        help_text="HTTP methods allowed through the proxy, upper case; default all six.",
+    )
+    paths = serializers.ListField(
+        child=serializers.CharField(
+            max_length=MAX_GRANT_PATH_CHARS,
+            validators=[
+                RegexValidator(
+                    GRANT_PATH_PATTERN,
+                    "A path prefix starts with '/' and holds no empty, '.' or '..' segment, "
+                    "control character, '?', '#', backslash or '@'.",
+                )
+            ],
+        ),
+        min_length=1,
+        max_length=MAX_GRANT_PATHS,
+        required=False,
+        help_text="Path prefixes allowed through the proxy, matched by whole segments; "
+        "default ['/'].",
+    )
+
+
+class GrantEntryField(serializers.Field):
+    """A grant as sent: a service identifier (the default grant) or a grant object. The
+    document states it as `oneOf` the two (`schema.GrantEntryFieldSchema`)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.text = ServiceIdentifierField()
+        self.grant = GrantInputSerializer()
+
+
 class AgentSerializer(serializers.Serializer):
     name = serializers.CharField()
     createdAt = serializers.DateTimeField()
-    services = serializers.ListField(
-        child=serializers.CharField(), help_text="Granted service identifiers, sorted."
-    )
+    services = GrantSerializer(many=True, help_text="The agent's grants, sorted by service.")
 
 
 class AgentInputSerializer(serializers.Serializer):
     """An agent's grants: exactly this one member."""
 
     services = serializers.ListField(
-        child=ServiceIdentifierField(),
+        child=GrantEntryField(),
         max_length=MAX_GRANTS,
-        help_text=f"The complete set of granted services, at most {MAX_GRANTS}; replaces the "
-        "earlier grants. Duplicates after normalization count once.",
+        help_text=f"The complete set of grants, at most {MAX_GRANTS}; replaces the earlier "
+        "grants. Each is a service identifier (brokered access, every method, every path) or "
+        "an object with options. Two grants of one service (after normalization) are refused.",
     )
 
 
@@ -241,6 +305,13 @@ class AuditEventSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=AuditOutcome.choices)
     status = serializers.IntegerField()
     requestId = serializers.CharField()
+    method = serializers.CharField(allow_null=True, help_text="A brokered call's method.")
+    path = serializers.CharField(
+        allow_null=True, help_text="A brokered call's path as sent, without its query."
+    )
+    upstreamStatus = serializers.IntegerField(
+        allow_null=True, help_text="A brokered call's status from the provider, if it answered."
+    )
 
 
 class AuditPageSerializer(serializers.Serializer):

@@ -79,3 +79,10 @@ class TestRateThrottle(TokenRateThrottle):
         if calls_provider is not None and not calls_provider(request):
             return True
         return super().allow_request(request, view)
+
+
+class ProxyRateThrottle(TokenRateThrottle):
+    """Brokered calls, per agent token (CONTRACT 11)."""
+
+    scope = "proxy"
+    setting = "CREDVAULT_PROXY_RATE_LIMIT"

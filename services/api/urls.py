@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from services.api import agent_views, audit_views, views
+from services.api import agent_views, audit_views, proxy_views, views
 
 # Any text at all, control characters included, to the very end (`\Z`: `$` also matches
 # before a final newline). With `.*`, which stops at a newline, `line%0Abreak` was a 404,
@@ -15,6 +15,13 @@ urlpatterns = [
         rf"^agent/credentials/(?P<service>{ANY_TEXT})\Z",
         agent_views.AgentCredentialsView.as_view(),
         name="agent-credentials",
+    ),
+    # The service is one segment (any text but '/'); the provider's path is the rest, which
+    # may be empty (`.../proxy/github/` calls the API's base).
+    re_path(
+        r"^agent/proxy/(?P<service>[^/]*)/(?P<path>[\s\S]*)\Z",
+        proxy_views.ProxyView.as_view(),
+        name="agent-proxy",
     ),
     path("services/credentials", views.CredentialsView.as_view(), name="credentials"),
     path("services/test", views.ServiceTestView.as_view(), name="service-test"),

@@ -1,7 +1,8 @@
 """The WSGI wrapper around Django: every request body is read whole, within a deadline, and
 checked against its framing before Django sees the request (RFC 9112, CONTRACT 14).
 
-- A body with a Content-Length up to the 64 KiB limit is read to its end. If the client stops
+- A body with a Content-Length up to its limit (64 KiB; a brokered call's
+  CREDVAULT_PROXY_MAX_BODY, 1 MiB) is read to its end. If the client stops
   before it (it closed, or a chunk is malformed), the request is never processed: it is logged
   and answered 400 `bad_request` where the connection still allows. Django would otherwise read
   the shorter body as if it were the whole one (a truncated JSON that happens to be valid was
@@ -155,6 +156,16 @@ def read_body(environ: dict[str, Any], limit: int, expected: int | None) -> byte
     return b"".join(parts)
 
 
+PROXY_PATH_PREFIX = "/api/v1/agent/proxy/"
+
+
+def body_limit(environ: dict[str, Any]) -> int:
+    """The most a request's body may hold: a brokered call's (CONTRACT 11), else the API's."""
+    if environ.get("PATH_INFO", "").startswith(PROXY_PATH_PREFIX):
+        return int(settings.CREDVAULT_PROXY_MAX_BODY)
+    return MAX_BODY_BYTES
+
+
 class RequestBodyMiddleware:
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self.app = app
@@ -163,11 +174,12 @@ class RequestBodyMiddleware:
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
         length = environ.get("CONTENT_LENGTH") or ""
+        most = body_limit(environ)
         if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower() and not length:
             if not environ.get("wsgi.input_terminated"):
                 return self._problem(start_response, LengthRequired)
-            limit, expected = MAX_BODY_BYTES + 1, None
-        elif length.isdigit() and 0 < int(length) <= MAX_BODY_BYTES:
+            limit, expected = most + 1, None
+        elif length.isdigit() and 0 < int(length) <= most:
             limit = expected = int(length)
         else:
             return self.app(environ, start_response)  # no body, or one refused unread (413)

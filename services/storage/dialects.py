@@ -79,8 +79,8 @@ class Dialect:
         # The agent read: grant, service and fields in one statement. No row: no grant; a row
         # without fields: nothing stored; otherwise the fields of one committed store.
         self.read_granted_set = (
-            "SELECT s.key_type, s.connected_at, s.generation, f.id, f.key_name, f.key_id, "
-            f"f.ciphertext FROM {table(Grant)} g "
+            "SELECT g.access, g.methods, g.paths, s.key_type, s.connected_at, s.generation, "
+            f"f.id, f.key_name, f.key_id, f.ciphertext FROM {table(Grant)} g "
             f"LEFT JOIN {table(ConnectedService)} s "
             "ON s.account_id = %s AND s.service = g.service "
             f"LEFT JOIN {table(CredentialField)} f ON f.connected_service_id = s.id "

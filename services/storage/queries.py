@@ -8,6 +8,7 @@ indexed statements (docs/performance.md); everything else credvault does goes th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -145,8 +146,12 @@ class StoredField:
 
 @dataclass(frozen=True, slots=True)
 class GrantedSet:
-    """What an agent's grant reaches: the stored set, or `fields` empty when nothing is."""
+    """What an agent's grant allows (`access`, `methods`, `paths`) and reaches: the stored
+    set, or `fields` empty when nothing is."""
 
+    access: str
+    methods: tuple[str, ...]
+    paths: tuple[str, ...]
     key_type: str | None
     connected_at: datetime | None
     generation: int | None
@@ -163,9 +168,22 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
         rows = cursor.fetchall()
     if not rows:
         return None
-    key_type, connected_at, generation = rows[0][:3]
-    fields = tuple(StoredField(*row[3:]) for row in rows if row[3] is not None)
-    return GrantedSet(key_type, dialect.read_datetime(connected_at), generation, fields)
+    access, methods, paths, key_type, connected_at, generation = rows[0][:6]
+    fields = tuple(StoredField(*row[6:]) for row in rows if row[6] is not None)
+    return GrantedSet(
+        access,
+        tuple(_json_list(methods)),
+        tuple(_json_list(paths)),
+        key_type,
+        dialect.read_datetime(connected_at),
+        generation,
+        fields,
+    )
+
+
+def _json_list(value: object) -> list:
+    """A JSON column as the cursor gives it: text (Django reads jsonb as text too), or parsed."""
+    return json.loads(value) if isinstance(value, str | bytes) else list(value)
 
 
 def split_at_seq(canonical: str) -> tuple[str, str]:

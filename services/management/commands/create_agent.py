@@ -1,15 +1,25 @@
+import re
+
 from django.core.management.base import BaseCommand, CommandError
 
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services.accounts import AccountError, get_account
-from services.agents import put_agent
+from services.agents import GrantSpec, put_agent
+from services.api.serializers import GRANT_PATH_PATTERN, MAX_GRANT_PATH_CHARS
 from services.audit import Actor
+from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
+
+
+def _grant_text(grant: GrantSpec) -> str:
+    methods = "all methods" if grant.methods == PROXY_METHODS else ",".join(grant.methods)
+    return f"{grant.service} ({grant.access}, {methods}, {','.join(grant.paths)})"
 
 
 class Command(BaseCommand):
     help = (
-        "Create an agent of an account (or replace its grants) with the given services. "
-        "Recorded in the account's audit chain with the actor `cli`."
+        "Create an agent of an account (or replace its grants) with the given services: "
+        "brokered access by default, the plaintext read too with --read. --method and --path "
+        "apply to every --service. Recorded in the account's audit chain with the actor `cli`."
     )
 
     def add_arguments(self, parser) -> None:
@@ -18,8 +28,40 @@ class Command(BaseCommand):
         parser.add_argument(
             "--service", action="append", default=[], help="A granted service; repeatable."
         )
+        parser.add_argument(
+            "--read", action="store_true", help="Also allow the plaintext read (access read)."
+        )
+        parser.add_argument(
+            "--method",
+            action="append",
+            default=[],
+            choices=PROXY_METHODS,
+            help="An HTTP method allowed through the proxy; repeatable (default: all).",
+        )
+        parser.add_argument(
+            "--path",
+            action="append",
+            default=[],
+            help="A path prefix allowed through the proxy; repeatable (default: /).",
+        )
 
-    def handle(self, *args, account: str, name: str, service: list[str], **options) -> None:
+    def handle(
+        self,
+        *args,
+        account: str,
+        name: str,
+        service: list[str],
+        read: bool,
+        method: list[str],
+        path: list[str],
+        **options,
+    ) -> None:
+        for prefix in path:
+            if len(prefix) > MAX_GRANT_PATH_CHARS or not re.fullmatch(GRANT_PATH_PATTERN, prefix):
+                raise CommandError(
+                    f"--path {prefix!r}: a path prefix starts with '/' and holds no empty, '.' "
+                    "or '..' segment, control character, '?', '#', backslash or '@'"
+                )
         try:
             owner = get_account(name=account)
             agent_name = normalize_service(name)
@@ -28,7 +70,16 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except InvalidIdentifier:
             raise CommandError(f"agent names and services are {SERVICE_RULE}") from None
-        put = put_agent(actor=Actor.command(owner.pk), name=agent_name, services=services)
+        grants = [
+            GrantSpec(
+                service=each,
+                access=GrantAccess.READ if read else GrantAccess.PROXY,
+                methods=tuple(m for m in PROXY_METHODS if m in (method or PROXY_METHODS)),
+                paths=tuple(sorted(set(path or [WHOLE_API]))),
+            )
+            for each in services
+        ]
+        put = put_agent(actor=Actor.command(owner.pk), name=agent_name, services=grants)
         verb = "created" if put.created else "updated"
-        granted = ", ".join(put.agent.services) or "no services"
+        granted = "; ".join(map(_grant_text, put.agent.services)) or "no services"
         self.stdout.write(f"{verb} agent {put.agent.name} of {owner.name}: {granted}")

@@ -1,0 +1,145 @@
+"""The brokered call (CONTRACT 11): `{METHOD} /api/v1/agent/proxy/{service}/{path}` with an
+agent token. A thin view: the agent's request as it came (the path still percent-encoded, the
+query untouched, the headers, the body), one call to `services.proxy.call`, and the provider's
+answer rendered as it is."""
+
+from __future__ import annotations
+
+from urllib.parse import quote, unquote, urlsplit
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+
+from services import credentials, proxy
+from services.api.authentication import AgentTokenAuthentication
+from services.api.base import AuditedAPIView
+from services.api.context import ApiRequest
+from services.api.schema import path_identifier, problems
+from services.api.throttling import ProxyRateThrottle
+from services.api.wsgi import PROXY_PATH_PREFIX
+from services.audit import Operation
+from services.exceptions import InvalidProxyPath, PayloadTooLarge
+
+METHODS = ("get", "head", "post", "put", "patch", "delete")
+
+
+def raw_path(request: ApiRequest, service: str) -> str:
+    """The path after the service, as the agent sent it (still percent-encoded): `""` or
+    `/...`. gunicorn hands on the request target as it came (RAW_URI); elsewhere (Django's test
+    client) the decoded path is encoded again."""
+    raw = request.META.get("RAW_URI")
+    target = urlsplit(raw).path if raw else quote(request.path, safe="/")
+    if not target.startswith(PROXY_PATH_PREFIX):
+        return ""
+    service_raw, separator, rest = target[len(PROXY_PATH_PREFIX) :].partition("/")
+    if unquote(service_raw) != service:
+        raise InvalidProxyPath()  # an encoded '/' in the service's segment
+    return separator + rest
+
+
+def agent_headers(request: ApiRequest) -> dict[str, str]:
+    headers = {
+        key[5:].replace("_", "-").lower(): value
+        for key, value in request.META.items()
+        if key.startswith("HTTP_")
+    }
+    if request.META.get("CONTENT_TYPE"):
+        headers["content-type"] = request.META["CONTENT_TYPE"]
+    return headers
+
+
+def proxy_body(request: ApiRequest) -> bytes:
+    most = int(proxy.settings.CREDVAULT_PROXY_MAX_BODY)
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if (declared.isdigit() and int(declared) > most) or len(request.body) > most:
+        raise PayloadTooLarge(f"The body is larger than {most} bytes.")
+    return request.body
+
+
+def render(answer: proxy.ProxyAnswer) -> HttpResponse:
+    response = HttpResponse(answer.body, status=answer.status)
+    del response["Content-Type"]  # the provider's own, if it sent one
+    merged: dict[str, list[str]] = {}
+    for name, value in answer.headers:
+        merged.setdefault(name, []).append(value)
+    for name, values in merged.items():
+        response[name] = ", ".join(values)
+    return response
+
+
+def _documented(method: str):
+    """The document's operation of one method: `agent_proxy_get`, `agent_proxy_post`, ..."""
+    return extend_schema(
+        operation_id=f"agent_proxy_{method}",
+        summary="Call a granted service's provider through credvault (agent token)",
+        tags=["agent"],
+        description="credvault adds the stored credential and passes back the provider's "
+        "status, headers (less Set-Cookie and hop-by-hop) and body, every injected value "
+        "replaced by [REDACTED]. 400 invalid_proxy_path; 403 not_granted (no grant, or the "
+        "method or path outside it); 404 service_not_connected; 409 not_proxyable (no API "
+        "address or credential placement for the service); 413 over "
+        "CREDVAULT_PROXY_MAX_BODY; 502 upstream_unavailable or upstream_too_large; 504 "
+        "upstream_timeout.",
+        request=None,
+        responses={
+            (200, "*/*"): OpenApiResponse(
+                description="The provider's answer, whatever its status."
+            ),
+            **problems(400, 404, 409, 413, 502, 504),
+        },
+        parameters=[
+            path_identifier("service", "A granted service.", "github"),
+            OpenApiParameter(
+                "path",
+                str,
+                OpenApiParameter.PATH,
+                description="The provider's path below its API base; may be empty.",
+                allow_blank=True,
+            ),
+        ],
+    )
+
+
+class ProxyView(AuditedAPIView):
+    """The agent API's brokered call: agent tokens only, its own rate per token."""
+
+    authentication_classes = [AgentTokenAuthentication]
+    throttle_classes = [ProxyRateThrottle]
+    http_method_names = list(METHODS)
+    operations = dict.fromkeys(METHODS, Operation.PROXY_CALL)
+
+    def initial(self, request: ApiRequest, *args, **kwargs) -> None:
+        # The method and path go into the event of every refusal, a revoked token's included.
+        context = request.context
+        context.method = request.method
+        try:
+            context.path = raw_path(request, kwargs["service"])[: proxy.MAX_PATH_LENGTH] or "/"
+        except InvalidProxyPath:
+            context.path = "/"
+        super().initial(request, *args, **kwargs)
+
+    def proxy(self, request: ApiRequest, service: str) -> HttpResponse:
+        normalized = credentials.service_identifier(service)
+        call = proxy.ProxyRequest(
+            method=request.method,
+            raw_path=raw_path(request, service),
+            query=request.META.get("QUERY_STRING", ""),
+            headers=agent_headers(request),
+            body=proxy_body(request),
+        )
+        return render(proxy.call(actor=request.context.actor, service=normalized, request=call))
+
+
+def _handler(method: str):
+    """The view's handler of one method: each its own function, so that each is its own
+    operation in the document."""
+
+    def handle(self: ProxyView, request: ApiRequest, service: str, path: str) -> HttpResponse:
+        return self.proxy(request, service)
+
+    handle.__name__ = handle.__qualname__ = method
+    return handle if method == "head" else _documented(method)(handle)
+
+
+for _method in METHODS:
+    setattr(ProxyView, _method, _handler(_method))

@@ -1,0 +1,275 @@
+"""Brokered access (CONTRACT 11): an agent asks credvault to call its provider, credvault adds
+the credential on the way out, and the agent sees the provider's answer only, with every
+injected value redacted from it.
+
+`call` is the whole rule, in the order a request meets it: the path is checked (nothing is
+sent for a path that could leave the provider's API), the grant is read with the stored set in
+one statement (no grant, a method or path outside it, nothing stored: refused, nothing sent),
+the destination comes from the catalog and the server's configuration only, the credential is
+placed as the catalog says, and the call goes through the strict outbound client. Each call is
+one audit event: `agent.proxy`, service, method, path without its query, the provider's status.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import quote, unquote_to_bytes, urlsplit
+
+from django.conf import settings
+
+from providers import catalog, outbound, placement, verification
+from services import agents, audit
+from services.audit import Actor, Operation
+from services.exceptions import (
+    InvalidProxyPath,
+    NotGranted,
+    NotProxyable,
+    ServiceNotConnected,
+    UpstreamTimeout,
+    UpstreamTooLarge,
+    UpstreamUnavailable,
+)
+from services.storage.connections import give_back_connections
+
+REDACTED = b"[REDACTED]"
+MAX_PATH_LENGTH = 2048
+# Headers of the agent's request that never reach the provider: credentials and identity of
+# the agent's own hop, and hop-by-hop headers (RFC 9110 7.6.1). The credential placement's own
+# headers are removed too, whatever the agent sent in them.
+DROPPED_REQUEST_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "host",
+        "forwarded",
+        "x-real-ip",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "expect",
+        # The answer is read decoded, so that an echoed value can be redacted (below).
+        "accept-encoding",
+    }
+)
+# Headers of the provider's answer that never reach the agent.
+DROPPED_ANSWER_HEADERS = frozenset(
+    {
+        "set-cookie",
+        "set-cookie2",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        # The body is passed on decoded and re-framed by credvault.
+        "content-length",
+        "content-encoding",
+    }
+)
+# A codings the outbound client decodes; an answer in another one cannot be redacted.
+DECODED_CODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})
+_ENCODED_SEPARATOR = re.compile(r"%(2f|5c)", re.IGNORECASE)
+# What a path segment may hold unencoded when it is sent on (RFC 3986 pchar, less `@`).
+_PATH_SAFE = "/!$&'()*+,;=:-._~"
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyRequest:
+    """The agent's request: its method, the path after the service as it was sent (still
+    percent-encoded: `""` or `/...`), the query string as it came, its headers (lower-case
+    names) and its body."""
+
+    method: str
+    raw_path: str
+    query: str
+    headers: Mapping[str, str]
+    body: bytes
+
+    def __repr__(self) -> str:
+        return f"ProxyRequest({self.method} {self.raw_path!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyAnswer:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+def checked_path(raw_path: str) -> str:
+    """The path to send, percent-encoded again from its one decoding, or InvalidProxyPath.
+
+    After one percent-decoding it holds no `.` or `..` segment, no empty segment (a single
+    trailing slash excepted: `/repos/`), no backslash, no control character and no `@`; an
+    encoded `/` or `\\` (`%2F`, `%5C`), which would change the segments the provider sees, is
+    refused as well. What remains is sent encoded, so a decoded `%2e` goes as `%252e`."""
+    if len(raw_path) > MAX_PATH_LENGTH or _ENCODED_SEPARATOR.search(raw_path):
+        raise InvalidProxyPath()
+    try:
+        decoded = unquote_to_bytes(raw_path or "/").decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidProxyPath() from None
+    if not decoded.startswith("/") or "\\" in decoded or "@" in decoded:
+        raise InvalidProxyPath()
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in decoded):
+        raise InvalidProxyPath()
+    segments = decoded[1:].split("/")
+    if segments[-1] == "" and len(segments) > 1:
+        segments.pop()  # one trailing slash
+    if decoded != "/" and any(segment in ("", ".", "..") for segment in segments):
+        raise InvalidProxyPath()
+    return quote(decoded, safe=_PATH_SAFE)
+
+
+def _granted(found, method: str, path: str) -> bool:
+    """Whether the grant allows `method` on the decoded `path`: a path prefix matches whole
+    segments (`/repos` allows `/repos` and `/repos/x`, never `/reposx`)."""
+    if method not in found.methods:
+        return False
+    return any(
+        prefix == "/" or path == prefix.rstrip("/") or path.startswith(prefix.rstrip("/") + "/")
+        for prefix in found.paths
+    )
+
+
+def destination_for(provider: catalog.Provider) -> outbound.Destination:
+    """The provider's API base: the server-side override, else the catalog's fixed host."""
+    overrides = verification.configured_base_urls()
+    if provider.id in overrides:
+        return outbound.Destination.from_base_url(overrides[provider.id], configured=True)
+    if provider.base_url is None:
+        raise NotProxyable("This provider's host is the customer's own: the operator sets it.")
+    return outbound.Destination.from_base_url(provider.base_url, configured=provider.operator)
+
+
+def _placement(provider: catalog.Provider, fields: Mapping[str, placement.Revealable]):
+    shape = provider.match(fields).shape
+    if shape is None or shape.check is None:
+        raise NotProxyable("The catalog does not say where this set's credential goes.")
+    try:
+        return placement.place(shape.check.auth, shape.check.path, fields)
+    except placement.Unsendable:
+        raise NotProxyable("The stored value cannot travel in a request header.") from None
+
+
+def _outbound_headers(agent_headers: Mapping[str, str], placed) -> dict[str, str]:
+    connection_named = {
+        name.strip().lower() for name in agent_headers.get("connection", "").split(",")
+    }
+    headers = {
+        name: value
+        for name, value in agent_headers.items()
+        if name not in DROPPED_REQUEST_HEADERS
+        and not name.startswith("x-forwarded-")
+        and name not in connection_named
+        and name not in placed.header_names
+    }
+    headers["accept-encoding"] = "identity"
+    headers.update(placed.headers)
+    return headers
+
+
+def redact(data: bytes, sent: tuple[str, ...]) -> bytes:
+    """Every occurrence of an injected value, in each form it was sent, as [REDACTED]."""
+    for form in sent:  # longest first, so that no shorter form cuts a longer one
+        data = data.replace(form.encode(), REDACTED)
+    return data
+
+
+def _answer(answer: outbound.Answer, sent: tuple[str, ...]) -> ProxyAnswer:
+    codings = {
+        value.strip().lower()
+        for name, value in answer.headers
+        if name.lower() == "content-encoding"
+        for value in value.split(",")
+    }
+    if not codings <= DECODED_CODINGS:
+        raise UpstreamUnavailable("The provider answered in an encoding credvault cannot read.")
+    connection_named = {
+        token.strip().lower()
+        for name, value in answer.headers
+        if name.lower() == "connection"
+        for token in value.split(",")
+    }
+    headers = [
+        (name, redact(value.encode("latin-1"), sent).decode("latin-1"))
+        for name, value in answer.headers
+        if name.lower() not in DROPPED_ANSWER_HEADERS and name.lower() not in connection_named
+    ]
+    return ProxyAnswer(answer.status, headers, redact(answer.body, sent))
+
+
+def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
+    """Make the agent's call to its provider with the stored credential; record its event."""
+    path = checked_path(request.raw_path)
+    found = agents.granted_set(actor=actor, service=service)
+    if found is None or not _granted(found, request.method, unquote_to_bytes(path).decode()):
+        raise NotGranted()
+    if not found.fields:
+        raise ServiceNotConnected()
+    provider = catalog.get(service)
+    if provider is None:
+        raise NotProxyable(
+            "credvault has no API address for this service: the operator can add it to the "
+            "catalog with CREDVAULT_EXTRA_CATALOG."
+        )
+    destination = destination_for(provider)
+    fields = agents.open_fields(actor=actor, service=service, found=found)
+    placed = _placement(provider, dict(fields))
+    target = destination.base_path + placed.path_prefix + path
+    if request.query:
+        target += "?" + request.query
+    joined = urlsplit(f"{destination.scheme}://{destination.authority}{target}")
+    if (joined.scheme, joined.hostname, joined.port or destination.port) != (
+        destination.scheme,
+        destination.host,
+        destination.port,
+    ) or not joined.path.startswith(destination.base_path):
+        raise InvalidProxyPath()
+    give_back_connections()  # the wait on the provider holds no database connection
+    try:
+        answer = outbound.send(
+            destination=destination,
+            method=request.method,
+            target=target,
+            headers=_outbound_headers(request.headers, placed),
+            body=request.body
+            if request.body or request.method in ("POST", "PUT", "PATCH")
+            else None,
+            timeout=float(settings.CREDVAULT_PROXY_TIMEOUT),
+            max_answer=int(settings.CREDVAULT_PROXY_MAX_RESPONSE),
+        )
+    except outbound.OutboundError as exc:
+        raise _failure(exc.kind) from None
+    proxied = _answer(answer, placed.sent)
+    audit.record(
+        actor,
+        Operation.PROXY_CALL,
+        status=proxied.status,
+        service=service,
+        method=request.method,
+        path=request.raw_path or "/",
+        upstream_status=proxied.status,
+    )
+    return proxied
+
+
+def _failure(kind: outbound.Failure) -> Exception:
+    if kind is outbound.Failure.TIMEOUT:
+        return UpstreamTimeout()
+    if kind is outbound.Failure.TOO_LARGE:
+        return UpstreamTooLarge()
+    if kind is outbound.Failure.ADDRESS_REFUSED:
+        return UpstreamUnavailable("The provider's address is not a public one.")
+    return UpstreamUnavailable()

@@ -1,0 +1,483 @@
+"""Brokered access (CONTRACT 11): an agent calls its provider through credvault and never holds
+the secret. The provider is a real HTTP server on 127.0.0.1 (`provider_server`, the catalog's
+base URLs pointed at it by CREDVAULT_PROVIDER_BASE_URLS): each test sees the request exactly as
+the provider receives it, and what the agent gets back."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import socket
+from urllib.parse import quote
+
+import pytest
+from django.test import Client
+
+from providers import catalog as catalog_module
+from providers import outbound
+from services.models import AuditEvent
+from tests.support import creds, marked
+from tests.test_agents import agent_token, put_agent
+from tests.test_catalog import VALID
+
+PREFIX = "/api/v1/agent/proxy"
+
+
+def call(token: str, method: str, service: str, path: str = "/", **options):
+    """The agent's call. `raw` is the request target as sent (RAW_URI, as gunicorn gives it)
+    when it must differ from what the test client makes of `path`."""
+    body = options.pop("body", b"")
+    headers = {"Authorization": f"Bearer {token}", **options.pop("headers", {})}
+    extra = {}
+    if "raw" in options:
+        extra["RAW_URI"] = options.pop("raw")
+    query = options.pop("query", "")
+    return Client(raise_request_exception=False).generic(
+        method,
+        f"{PREFIX}/{service}{path}" + (f"?{query}" if query else ""),
+        body,
+        content_type=options.pop("content_type", "application/json"),
+        headers=headers,
+        **extra,
+    )
+
+
+@pytest.fixture
+def github(alice_api, provider_server):
+    """Alice's github set (a marked value) and her agent `bot` with a default grant."""
+    value = marked("gh")
+    assert alice_api.store("github", creds(api_key=value)).status_code == 201
+    assert put_agent(alice_api, "bot", ["github"]).status_code == 201
+    return value, agent_token(alice_api, "bot")
+
+
+@pytest.mark.django_db
+class TestTheCallAsTheProviderReceivesIt:
+    def test_method_path_query_headers_credential_and_body(self, github, provider_server):
+        value, token = github
+        provider_server.answer(201, {"id": 7}, headers={"Content-Type": "application/json"})
+        response = call(
+            token,
+            "POST",
+            "github",
+            "/repos/o/r/issues",
+            query="per_page=5&q=a%20b",
+            body=b'{"title":"hi"}',
+            headers={
+                "X-Custom": "kept",
+                "Accept": "application/vnd.github+json",
+                "Cookie": "session=agent",
+                "X-Forwarded-For": "10.0.0.1",
+                "X-Forwarded-Host": "evil.example",
+                "Forwarded": "for=10.0.0.1",
+                "X-Real-IP": "10.0.0.1",
+                "Proxy-Authorization": "Basic eA==",
+            },
+        )
+        assert response.status_code == 201
+        assert response.json() == {"id": 7}
+        [received] = provider_server.requests
+        assert received.method == "POST"
+        assert received.path == "/repos/o/r/issues?per_page=5&q=a%20b"
+        assert received.body == b'{"title":"hi"}'
+        headers = {name.lower(): v for name, v in received.headers.items()}
+        assert headers["authorization"] == f"Bearer {value}"
+        assert headers["x-custom"] == "kept"
+        assert headers["content-type"] == "application/json"
+        assert headers["host"] == provider_server.url.removeprefix("http://")
+        for dropped in ("cookie", "x-forwarded-for", "x-forwarded-host", "forwarded"):
+            assert dropped not in headers
+        assert "x-real-ip" not in headers
+        assert "proxy-authorization" not in headers
+
+    def test_the_agents_own_authorization_never_arrives(self, github, provider_server):
+        _, token = github
+        call(token, "GET", "github", "/user")
+        [received] = provider_server.requests
+        assert token not in json.dumps(received.headers)
+
+    def test_an_empty_path_is_the_base(self, github, provider_server):
+        _, token = github
+        assert call(token, "GET", "github", "/").status_code == 200
+        assert provider_server.requests[0].path == "/"
+
+    def test_head_and_every_method_pass(self, github, provider_server):
+        _, token = github
+        for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+            assert call(token, method, "github", "/x").status_code == 200
+        assert [r.method for r in provider_server.requests] == [
+            "GET",
+            "HEAD",
+            "POST",
+            "PUT",
+            "PATCH",
+            "DELETE",
+        ]
+
+    def test_two_calls_share_one_kept_alive_connection(self, github, provider_server):
+        _, token = github
+        call(token, "GET", "github", "/a")
+        call(token, "GET", "github", "/b")
+        first, second = provider_server.requests
+        assert first.peer_port == second.peer_port
+
+
+def _catalog_cases() -> list:
+    cases = []
+    for provider in sorted(catalog_module.catalog().values(), key=lambda p: p.id):
+        shape = next((s for s in provider.shapes if s.check is not None), None)
+        if shape is not None and not provider.per_customer:
+            cases.append(pytest.param(provider.id, shape, id=provider.id))
+    return cases
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("provider_id", "shape"), _catalog_cases())
+def test_every_provider_with_an_api_base_is_proxied_with_its_placement(
+    alice_api, provider_server, provider_id, shape
+):
+    values = {name: marked(name) for name in sorted(shape.required)}
+    assert alice_api.store(provider_id, creds(**values)).status_code == 201, provider_id
+    assert put_agent(alice_api, "bot", [provider_id]).status_code == 201
+    token = agent_token(alice_api, "bot")
+    assert call(token, "GET", provider_id, "/probe").status_code == 200
+    [received] = provider_server.requests
+    headers = {name.lower(): v for name, v in received.headers.items()}
+    auth = shape.check.auth
+    if auth.type == "bearer":
+        assert headers["authorization"] == f"Bearer {values[auth.field]}"
+    elif auth.type == "header":
+        assert headers[auth.header.lower()] == auth.prefix + values[auth.field]
+    elif auth.type == "basic":
+        username = values[auth.username] if auth.username else auth.username_value
+        password = values.get(auth.password, "")
+        pair = base64.b64encode(f"{username}:{password}".encode()).decode()
+        assert headers["authorization"] == f"Basic {pair}"
+    else:
+        head = shape.check.path.partition("{" + auth.field + "}")[0]
+        assert received.path == f"{head}{quote(values[auth.field], safe=':')}/probe"
+
+
+SMUGGLED = [
+    "/../admin",
+    "/a/../../admin",
+    "/%2e%2e/admin",
+    "/%2E%2e/admin",
+    "/.%2e/admin",
+    "/./user",
+    "/a%2Fb",
+    "/a%2fb",
+    "//evil.example/x",
+    "/a//b",
+    "/a\\b",
+    "/a%5Cb",
+    "/user@evil.example",
+    "/user%40evil.example",
+    "/a%0Ab",
+    "/a%0D%0Ab",
+    "/a%00b",
+    "/a%7Fb",
+    "/a%C2%85b",
+    "/https://evil.example/x",
+    "/%ff",
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("spelling", SMUGGLED)
+def test_every_traversal_and_smuggling_spelling_is_refused_with_nothing_sent(
+    github, provider_server, spelling
+):
+    _, token = github
+    response = call(token, "GET", "github", "/x", raw=f"{PREFIX}/github{spelling}")
+    assert response.status_code == 400, spelling
+    assert response.json()["code"] == "invalid_proxy_path"
+    assert provider_server.requests == []
+    [event] = AuditEvent.objects.filter(action="agent.proxy")
+    assert (event.status, event.outcome, event.upstream_status) == (400, "refused", None)
+
+
+@pytest.mark.django_db
+def test_an_encoded_slash_in_the_service_segment_is_refused(github, provider_server):
+    _, token = github
+    response = call(token, "GET", "github", "/user", raw=f"{PREFIX}/git%2Fhub/user")
+    assert response.status_code == 400
+    assert provider_server.requests == []
+
+
+@pytest.mark.django_db
+class TestTheGrant:
+    def test_a_method_outside_the_grant_is_refused_with_nothing_sent(
+        self, alice_api, provider_server
+    ):
+        alice_api.store("github", creds(api_key=marked()))
+        grant = {"service": "github", "methods": ["GET"], "paths": ["/repos"]}
+        assert put_agent(alice_api, "bot", [grant]).status_code == 201
+        token = agent_token(alice_api, "bot")
+        assert call(token, "GET", "github", "/repos/o/r").status_code == 200
+        assert call(token, "GET", "github", "/repos").status_code == 200
+        for method, path in (("DELETE", "/repos/o/r"), ("GET", "/user"), ("GET", "/reposx")):
+            response = call(token, method, "github", path)
+            assert response.status_code == 403, (method, path)
+            assert response.json()["code"] == "not_granted"
+        assert len(provider_server.requests) == 2
+
+    def test_no_grant_and_nothing_stored(self, alice_api, provider_server):
+        assert put_agent(alice_api, "bot", ["github"]).status_code == 201
+        token = agent_token(alice_api, "bot")
+        assert call(token, "GET", "gitlab", "/x").json()["code"] == "not_granted"
+        response = call(token, "GET", "github", "/x")
+        assert response.status_code == 404
+        assert response.json()["code"] == "service_not_connected"
+        assert provider_server.requests == []
+
+
+@pytest.mark.django_db
+class TestRevocationRefusesTheVeryNextCall:
+    def _revoke_and_call(self, alice_api, provider_server, github, revoke):
+        _, token = github
+        assert call(token, "GET", "github", "/user").status_code == 200
+        revoke(alice_api, token)
+        response = call(token, "GET", "github", "/user")
+        assert len(provider_server.requests) == 1
+        return response
+
+    def test_deleted_agent(self, alice_api, provider_server, github):
+        response = self._revoke_and_call(
+            alice_api,
+            provider_server,
+            github,
+            lambda api, _: api.raw("DELETE", "/api/v1/agents/bot"),
+        )
+        assert response.status_code == 401
+
+    def test_revoked_token(self, alice_api, provider_server, github):
+        def revoke(api, token):
+            prefix = token[:12]
+            assert api.raw("DELETE", f"/api/v1/agents/bot/tokens/{prefix}").status_code == 204
+
+        assert self._revoke_and_call(alice_api, provider_server, github, revoke).status_code == 401
+
+    def test_removed_grant(self, alice_api, provider_server, github):
+        response = self._revoke_and_call(
+            alice_api, provider_server, github, lambda api, _: put_agent(api, "bot", ["gitlab"])
+        )
+        assert response.json()["code"] == "not_granted"
+
+    def test_removed_service(self, alice_api, provider_server, github):
+        response = self._revoke_and_call(
+            alice_api, provider_server, github, lambda api, _: api.delete("github")
+        )
+        assert response.json()["code"] == "service_not_connected"
+
+
+@pytest.mark.django_db
+class TestTheAnswer:
+    def test_a_redirect_is_passed_back_and_not_followed(self, github, provider_server):
+        _, token = github
+        elsewhere = f"{provider_server.url}/elsewhere"
+        provider_server.answer(302, b"", headers={"Location": elsewhere})
+        response = call(token, "GET", "github", "/user")
+        assert response.status_code == 302
+        assert response["Location"] == elsewhere
+        assert len(provider_server.requests) == 1
+
+    def test_an_echoed_value_is_redacted_in_body_and_headers(self, github, provider_server):
+        value, token = github
+        provider_server.answer(
+            200,
+            f'{{"you":"{value}","encoded":"{quote(value, safe="")}"}}'.encode(),
+            headers={
+                "Content-Type": "application/json",
+                "X-Echo": f"Bearer {value}",
+                "Set-Cookie": "provider=1",
+            },
+        )
+        response = call(token, "GET", "github", "/user")
+        assert value not in response.content.decode()
+        assert response.json() == {"you": "[REDACTED]", "encoded": "[REDACTED]"}
+        assert response["X-Echo"] == "Bearer [REDACTED]"
+        assert "Set-Cookie" not in response
+        assert not response.cookies
+
+    def test_a_basic_auth_pair_echoed_in_base64_is_redacted(self, alice_api, provider_server):
+        sid, secret = marked("sid"), marked("tok")
+        assert alice_api.store("twilio", creds(account_sid=sid, auth_token=secret)).status_code
+        put_agent(alice_api, "bot", ["twilio"])
+        token = agent_token(alice_api, "bot")
+        pair = base64.b64encode(f"{sid}:{secret}".encode()).decode()
+        provider_server.answer(200, f"auth was Basic {pair}; sid {sid}".encode())
+        response = call(token, "GET", "twilio", "/x")
+        assert response.content == b"auth was Basic [REDACTED]; sid [REDACTED]"
+
+    def test_a_slow_provider_is_504_within_the_bound(self, github, provider_server, settings):
+        settings.CREDVAULT_PROXY_TIMEOUT = 0.5
+        _, token = github
+        provider_server.answer(200, b"{}", drip_seconds=0.3)
+        response = call(token, "GET", "github", "/user")
+        assert response.status_code == 504
+        assert response.json()["code"] == "upstream_timeout"
+
+    def test_an_oversize_answer_is_502(self, github, provider_server, settings):
+        settings.CREDVAULT_PROXY_MAX_RESPONSE = 1000
+        _, token = github
+        provider_server.answer(200, b"x" * 1001)
+        response = call(token, "GET", "github", "/user")
+        assert response.status_code == 502
+        assert response.json()["code"] == "upstream_too_large"
+
+    def test_a_refused_connection_is_502(self, github, settings):
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            port = closed.getsockname()[1]
+        settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": f"http://127.0.0.1:{port}"})
+        _, token = github
+        response = call(token, "GET", "github", "/user")
+        assert response.status_code == 502
+        assert response.json()["code"] == "upstream_unavailable"
+
+    def test_a_body_over_the_limit_is_413_with_nothing_sent(
+        self, github, provider_server, settings
+    ):
+        settings.CREDVAULT_PROXY_MAX_BODY = 10
+        _, token = github
+        response = call(token, "POST", "github", "/x", body=b"x" * 11)
+        assert response.status_code == 413
+        assert provider_server.requests == []
+
+
+@pytest.mark.django_db
+class TestAddresses:
+    """The catalog's own hosts (no override) must resolve to public addresses only."""
+
+    @pytest.mark.parametrize(
+        "answer",
+        [
+            ["10.0.0.5"],
+            ["127.0.0.1"],
+            ["169.254.169.254"],
+            ["0.0.0.0"],  # noqa: S104 - an answer of the resolver, not a bind
+            ["::1"],
+            ["::ffff:127.0.0.1"],
+            ["fd00:ec2::254"],
+            ["100.100.100.200"],
+            ["140.82.112.5", "192.168.1.1"],
+        ],
+    )
+    def test_a_name_resolving_to_a_private_address_is_refused(self, alice_api, monkeypatch, answer):
+        alice_api.store("github", creds(api_key=marked()))
+        put_agent(alice_api, "bot", ["github"])
+        token = agent_token(alice_api, "bot")
+        asked = []
+        monkeypatch.setattr(
+            outbound, "resolver", lambda host, port: asked.append((host, port)) or answer
+        )
+        response = call(token, "GET", "github", "/user")
+        assert response.status_code == 502
+        assert response.json()["code"] == "upstream_unavailable"
+        assert asked == [("api.github.com", 443)]
+
+    @pytest.mark.parametrize(
+        ("address", "public"),
+        [("140.82.112.5", True), ("2606:4700::1111", True), ("10.1.2.3", False)],
+    )
+    def test_is_public(self, address, public):
+        assert outbound.is_public(address) is public
+
+
+@pytest.mark.django_db
+class TestAuditAndSecrets:
+    def test_one_event_per_call_with_no_value_anywhere(self, github, provider_server, caplog):
+        value, token = github
+        caplog.set_level(logging.DEBUG)
+        provider_server.answer(404, {"message": "Not Found"})
+        response = call(token, "GET", "github", "/repos/o/missing", query="ref=main")
+        assert response.status_code == 404
+        [event] = AuditEvent.objects.filter(action="agent.proxy")
+        assert (event.method, event.path, event.upstream_status) == ("GET", "/repos/o/missing", 404)
+        assert (event.service, event.outcome, event.status, event.agent_name) == (
+            "github",
+            "success",
+            404,
+            "bot",
+        )
+        everything = json.dumps(
+            list(AuditEvent.objects.values()) + [record.getMessage() for record in caplog.records],
+            default=str,
+        )
+        assert value not in everything
+        assert "ref=main" not in event.path
+
+    def test_the_rate_limit_per_agent_token(self, github, provider_server, settings):
+        settings.CREDVAULT_PROXY_RATE_LIMIT = "2/min"
+        _, token = github
+        statuses = [call(token, "GET", "github", "/user").status_code for _ in range(3)]
+        assert statuses == [200, 200, 429]
+        assert len(provider_server.requests) == 2
+
+
+@pytest.mark.django_db
+class TestTheExtraCatalog:
+    # The catalog tests' valid entry, as an operator's internal API.
+    ENTRY = VALID.replace('id = "example"', 'id = "internal-billing"')
+
+    @pytest.fixture
+    def extra(self, settings, tmp_path):
+        path = tmp_path / "extra.toml"
+        path.write_text(self.ENTRY)
+        settings.CREDVAULT_EXTRA_CATALOG = str(path)
+        catalog_module.catalog.cache_clear()
+        yield path
+        settings.CREDVAULT_EXTRA_CATALOG = ""
+        catalog_module.catalog.cache_clear()
+
+    def test_an_operator_entry_is_proxied(self, extra, alice_api, provider_server, settings):
+        assert catalog_module.get("internal-billing").operator
+        settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps(
+            {"internal-billing": provider_server.url}
+        )
+        value = marked("billing")
+        alice_api.store("internal-billing", creds(api_key=value))
+        put_agent(alice_api, "bot", ["internal-billing"])
+        token = agent_token(alice_api, "bot")
+        response = call(token, "GET", "internal-billing", "/invoices")
+        assert response.status_code == 200
+        assert provider_server.requests[-1].headers["Authorization"] == f"Bearer {value}"
+
+    def test_an_operator_entrys_host_may_be_private(self, extra, monkeypatch):
+        monkeypatch.setattr(outbound, "resolver", lambda host, port: ["10.0.0.5"])
+        from services.proxy import destination_for
+
+        destination = destination_for(catalog_module.get("internal-billing"))
+        assert destination.configured
+        assert outbound.address_for(destination) == "10.0.0.5"
+        github = destination_for(catalog_module.get("github"))
+        with pytest.raises(outbound.OutboundError):
+            outbound.address_for(github)
+
+    def test_an_invalid_entry_names_the_entry_and_the_field(self, extra):
+        extra.write_text(self.ENTRY.replace('category = "developer"', 'category = "x"'))
+        catalog_module.catalog.cache_clear()
+        with pytest.raises(catalog_module.CatalogError) as raised:
+            catalog_module.catalog()
+        assert "CREDVAULT_EXTRA_CATALOG" in str(raised.value)
+        assert "internal-billing" in str(raised.value)
+        assert "category" in str(raised.value)
+
+    def test_an_entry_may_not_replace_one_of_credvaults(self, extra):
+        extra.write_text(self.ENTRY.replace('id = "internal-billing"', 'id = "github"'))
+        catalog_module.catalog.cache_clear()
+        with pytest.raises(catalog_module.CatalogError, match="already in credvault's catalog"):
+            catalog_module.catalog()
+
+    def test_a_custom_service_outside_the_catalog_cannot_be_proxied(
+        self, alice_api, provider_server
+    ):
+        alice_api.store("my-internal", creds(api_key=marked()))
+        put_agent(alice_api, "bot", ["my-internal"])
+        token = agent_token(alice_api, "bot")
+        response = call(token, "GET", "my-internal", "/x")
+        assert response.status_code == 409
+        assert response.json()["code"] == "not_proxyable"
+        assert provider_server.requests == []
