@@ -6,6 +6,8 @@ PY := $(BIN)/python
 
 SOAK_SECONDS ?= 60
 SLOW_SECONDS ?= 10
+# The slow calls of `make slow-clients`: the test operation, or brokered calls (proxy).
+SLOW_VIA ?= test
 BENCH_ARGS ?=
 # Where `make run` serves; gunicorn.conf.py reads it too.
 CREDVAULT_BIND ?= 127.0.0.1:8000
@@ -43,9 +45,10 @@ soak: setup
 # a slow provider (scripts/slow_clients.py): fails when a probe goes unanswered. CI runs it for a
 # few seconds; the figures are in docs/performance.md, "Slow clients".
 slow-clients: setup
-	$(PY) -m scripts.slow_clients --seconds $(SLOW_SECONDS)
+	$(PY) -m scripts.slow_clients --seconds $(SLOW_SECONDS) --via $(SLOW_VIA)
 
 # Throughput and latency of each endpoint beside a plain Django view, on SQLite and PostgreSQL,
+# then the brokered call beside a direct call and a naive forwarder (scripts/bench_proxy.py),
 # against each backend's targets (TARGETS in scripts/bench.py), and the agent read of 16 agents
 # of one account beside that of 16 accounts (docs/performance.md). BENCH_ARGS passes options, e.g.
 # "--rounds 1 --seconds 2" for a short run. Uses wrk from the system's packages, installing it

@@ -6,9 +6,9 @@ provider on 127.0.0.1 that refuses every key, as GitHub refuses `ghp_example`), 
 `GET /api/v1/schema`, generates a Python client from it with openapi-python-client into a
 temporary directory under var/, imports it as generated (no edit) and walks: list, test, store,
 verify on store, a refused store, the provider list, an agent with a grant, its token, the agent
-read, the grant removed, the service removed, the agent deleted, a token revoked, and the audit
-pages. Every answer must have the documented status and parse into the documented model.
-Prints the figures; exits non-zero naming the first mismatch.
+read, brokered calls refused without a grant, the grant removed, the service removed, the agent
+deleted, a token revoked, and the audit pages. Every answer must have the documented status
+and parse into the documented model. Prints the figures; exits non-zero naming the first mismatch.
 """
 
 from __future__ import annotations
@@ -250,7 +250,9 @@ def walk(w: Walk) -> tuple[int, int]:
         "Agent",
         name="report-bot",
         body=w.model("AgentInput")(
-            services=[w.model("GrantInput")(service="github", access="read")]
+            services=[
+                w.model("GrantInput")(service="github", access=w.model("GrantAccess")("read"))
+            ]
         ),
     )
     expect(
@@ -289,6 +291,17 @@ def walk(w: Walk) -> tuple[int, int]:
         [("api_key", "ghp_example")],
     )
     w.problem("agent", "agent_read_credentials", 403, "insufficient_scope", service="github")
+    # A brokered call of a service the agent has no grant for: refused, nothing sent.
+    for method in ("get", "post", "put", "patch", "delete"):
+        w.problem(
+            "agent",
+            f"agent_proxy_{method}",
+            403,
+            "not_granted",
+            service="gitlab",
+            path="user",
+            client=agent_client,
+        )
 
     w.call(
         "agents",
@@ -324,7 +337,9 @@ def walk(w: Walk) -> tuple[int, int]:
         "Agent",
         name="report-bot",
         body=w.model("AgentInput")(
-            services=[w.model("GrantInput")(service="github", access="read")]
+            services=[
+                w.model("GrantInput")(service="github", access=w.model("GrantAccess")("read"))
+            ]
         ),
     )
     w.call("services", "remove_service", 204, None, service="github")

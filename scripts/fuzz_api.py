@@ -27,6 +27,11 @@ from scripts.harness import BASE_DIR, Gunicorn, ProviderServer, server_env
 WORK = BASE_DIR / "var" / "fuzz"
 CONFIG = BASE_DIR / "schemathesis.toml"
 AGENT_READ = "agent_read_credentials"
+# The agent API's operations: the read and the brokered calls (to the fake provider).
+AGENT_OPERATIONS = [
+    AGENT_READ,
+    *(f"agent_proxy_{method}" for method in ("get", "post", "put", "patch", "delete")),
+]
 
 
 def seed(env: dict[str, str]) -> dict:
@@ -167,17 +172,19 @@ def main() -> int:
     os.environ["CREDVAULT_FUZZ_AGENT_TOKEN"] = seeded["agent_token"]
     try:
         with Gunicorn(env, workers=2, log=WORK / "gunicorn.log") as server:
-            # The agent read first: the account run deletes agents (and so their tokens).
-            agent_code, agent_cases = schemathesis("agent", server.url, [f"+{AGENT_READ}"], args)
+            # The agent API first: the account run deletes agents (and so their tokens).
+            agent_code, agent_cases = schemathesis(
+                "agent", server.url, [f"+{op}" for op in AGENT_OPERATIONS], args
+            )
             account_code, account_cases = schemathesis(
-                "account", server.url, [f"-{AGENT_READ}"], args
+                "account", server.url, [f"-{op}" for op in AGENT_OPERATIONS], args
             )
     finally:
         provider.stop()
     cases = account_cases + agent_cases
     print(
         f"fuzz: {cases} generated cases ({account_cases} account API, {agent_cases} agent API), "
-        f"{len(provider.requests)} verification calls to the fake provider, "
+        f"{len(provider.requests)} calls to the fake provider (verification and brokered), "
         f"exit codes {account_code} and {agent_code}"
     )
     return 0 if account_code == 0 and agent_code == 0 else 1

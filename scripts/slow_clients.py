@@ -7,8 +7,9 @@ database, then for `--seconds`:
 - 16 clients each send the headers and the first bytes of a store whose body never comes (one
   with Content-Length: 1000, the next unfinished chunked), and open another as soon as one is
   cut off (CREDVAULT_BODY_TIMEOUT);
-- 32 clients each call the test operation over and over, for a provider that takes 2 s to
-  answer (a stand-in on 127.0.0.1);
+- 32 clients each call the test operation over and over (or, with `--via proxy`, make a
+  brokered call of an agent), for a provider that takes 2 s to answer (a stand-in on
+  127.0.0.1);
 - two probes ask `/healthz` and the list of 10 services in turn, each request with 5 s to
   answer.
 
@@ -60,13 +61,20 @@ def held_body(port: int, token: str, chunked: bool, stop: threading.Event) -> No
             time.sleep(0.05)
 
 
-def slow_calls(url: str, token: str, stop: threading.Event, statuses: list[int]) -> None:
+def slow_calls(url: str, token: str, via: str, stop: threading.Event, statuses: list[int]) -> None:
+    """Call the slow provider over and over: through the test operation (an account token),
+    or as a brokered call (`via` proxy: an agent token)."""
     body = {"service": "github", "credentials": [{"keyName": "api_key", "value": "ghp_slow"}]}
     while not stop.is_set():
         try:
-            status, _, _ = request(
-                "POST", f"{url}/api/v1/services/test", token=token, body=body, timeout=30
-            )
+            if via == "proxy":
+                status, _, _ = request(
+                    "GET", f"{url}/api/v1/agent/proxy/github/user", token=token, timeout=30
+                )
+            else:
+                status, _, _ = request(
+                    "POST", f"{url}/api/v1/services/test", token=token, body=body, timeout=30
+                )
         except OSError:
             status = 0  # no answer
         statuses.append(status)
@@ -102,6 +110,12 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=None, help="default: gunicorn.conf.py's")
     parser.add_argument("--worker-class", default=None, help="default: gunicorn.conf.py's")
     parser.add_argument("--threads", type=int, default=1, help="threads of each worker")
+    parser.add_argument(
+        "--via",
+        choices=("test", "proxy"),
+        default="test",
+        help="the slow calls: the test operation, or brokered calls of an agent",
+    )
     args = parser.parse_args()
 
     shutil.rmtree(WORK, ignore_errors=True)
@@ -112,6 +126,7 @@ def main() -> int:
         f"sqlite:///{WORK / 'slow.sqlite3'}",
         CREDVAULT_RATE_LIMIT="10000000/min",
         CREDVAULT_TEST_RATE_LIMIT="10000000/min",
+        CREDVAULT_PROXY_RATE_LIMIT="10000000/min",
         CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": provider.url}),
     )
     if args.worker_class:
@@ -119,6 +134,8 @@ def main() -> int:
     manage(env, "migrate", "--no-input", "-v", "0")
     manage(env, "create_account", "slow")
     token = manage(env, "issue_token", "slow")
+    manage(env, "create_agent", "slow", "caller", "--service", "github")
+    caller = manage(env, "issue_agent_token", "slow", "caller")
     workers = args.workers or production_workers()
     with Gunicorn(env, workers=workers, log=WORK / "gunicorn.log") as server:
         for index in range(10):
@@ -131,6 +148,8 @@ def main() -> int:
             )
             if status != 201:
                 raise RuntimeError(f"seeding the list failed with {status}")
+        body = {"service": "github", "credentials": [{"keyName": "api_key", "value": "ghp"}]}
+        request("PUT", f"{server.url}/api/v1/services/credentials", token=token, body=body)
         stop = threading.Event()
         statuses: list[int] = []
         threads = [
@@ -140,7 +159,15 @@ def main() -> int:
             for i in range(HELD_BODIES)
         ] + [
             threading.Thread(
-                target=slow_calls, args=(server.url, token, stop, statuses), daemon=True
+                target=slow_calls,
+                args=(
+                    server.url,
+                    caller if args.via == "proxy" else token,
+                    args.via,
+                    stop,
+                    statuses,
+                ),
+                daemon=True,
             )
             for _ in range(SLOW_CALLS)
         ]
@@ -163,7 +190,7 @@ def main() -> int:
         stop.set()
     provider.stop()
     print(
-        f"slow clients: {HELD_BODIES} bodies held open, {SLOW_CALLS} calls waiting "
+        f"slow clients: {HELD_BODIES} bodies held open, {SLOW_CALLS} {args.via} calls waiting "
         f"{PROVIDER_SECONDS:.0f} s on the provider (answers by status: "
         f"{dict(Counter(statuses))}), "
         f"{args.seconds:.0f} s, {workers} workers, worker class "

@@ -262,6 +262,10 @@ class AuditEventAdmin(ReadOnlyAdmin):
         "outcome",
         "status",
         "request_id",
+        # A brokered call's (agent.proxy); empty for every other event.
+        "method",
+        "path",
+        "upstream_status",
         "prev_digest",
         "digest",
     ]

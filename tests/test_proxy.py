@@ -9,15 +9,17 @@ import base64
 import json
 import logging
 import socket
+from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from providers import catalog as catalog_module
 from providers import outbound
-from services.models import AuditEvent
-from tests.support import creds, marked
+from services.models import AgentToken, AuditEvent
+from tests.support import ProviderServer, creds, marked
 from tests.test_agents import agent_token, put_agent
 from tests.test_catalog import VALID
 
@@ -265,6 +267,14 @@ class TestRevocationRefusesTheVeryNextCall:
         )
         assert response.json()["code"] == "not_granted"
 
+    def test_expired_token(self, alice_api, provider_server, github):
+        def expire(api, token):
+            AgentToken.objects.filter(prefix=token[:12]).update(
+                expires_at=timezone.now() - timedelta(seconds=1)
+            )
+
+        assert self._revoke_and_call(alice_api, provider_server, github, expire).status_code == 401
+
     def test_removed_service(self, alice_api, provider_server, github):
         response = self._revoke_and_call(
             alice_api, provider_server, github, lambda api, _: api.delete("github")
@@ -481,3 +491,67 @@ class TestTheExtraCatalog:
         assert response.status_code == 409
         assert response.json()["code"] == "not_proxyable"
         assert provider_server.requests == []
+
+
+def _self_signed(tmp_path) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 that no authority signed, and its key: files for ssl."""
+    import ipaddress
+    from datetime import UTC, datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+@pytest.mark.django_db
+def test_a_certificate_no_authority_signed_is_refused_with_nothing_answered(
+    github, settings, tmp_path
+):
+    """TLS is verified (certifi's bundle only): a provider stand-in on HTTPS with a
+    self-signed certificate gets no request through, and the agent gets 502."""
+    import ssl
+
+    provider = ProviderServer()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*_self_signed(tmp_path))
+    provider.httpd.socket = context.wrap_socket(provider.httpd.socket, server_side=True)
+    provider.start()
+    try:
+        port = provider.httpd.server_address[1]
+        settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": f"https://127.0.0.1:{port}"})
+        _, token = github
+        response = call(token, "GET", "github", "/user")
+        assert response.status_code == 502
+        assert response.json()["code"] == "upstream_unavailable"
+        assert provider.requests == []
+    finally:
+        provider.stop()
