@@ -50,6 +50,25 @@ class GrantSpec:
     def of(cls, grant: Grant) -> GrantSpec:
         return cls(grant.service, grant.access, tuple(grant.methods), tuple(grant.paths))
 
+    @classmethod
+    def given(
+        cls,
+        service: str,
+        *,
+        access: str = GrantAccess.PROXY,
+        methods: Iterable[str] = PROXY_METHODS,
+        paths: Iterable[str] = (WHOLE_API,),
+    ) -> GrantSpec:
+        """A grant as a client or an operator gave it, in its one form: each method once, in
+        PROXY_METHODS' order, and the paths sorted, whatever order they came in."""
+        chosen = set(methods)
+        return cls(
+            service=service,
+            access=access,
+            methods=tuple(method for method in PROXY_METHODS if method in chosen),
+            paths=tuple(sorted(set(paths))),
+        )
+
 
 @dataclass(frozen=True)
 class AgentView:

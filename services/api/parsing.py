@@ -374,12 +374,11 @@ def parse_grants(data: Any) -> list[GrantSpec]:
         raise InvalidRequest(errors=errors)
     grants: dict[str, GrantSpec] = {}
     for where, service, entry in named:
-        grant = GrantSpec(
-            service=service,
+        grant = GrantSpec.given(
+            service,
             access=entry.get("access", GrantAccess.PROXY),
-            # Listed once each, in one order, whatever order the body gave.
-            methods=tuple(m for m in PROXY_METHODS if m in entry.get("methods", PROXY_METHODS)),
-            paths=tuple(sorted(set(entry.get("paths", [WHOLE_API])))),
+            methods=entry.get("methods", PROXY_METHODS),
+            paths=entry.get("paths", (WHOLE_API,)),
         )
         if grants.setdefault(service, grant) != grant:
             errors.append(

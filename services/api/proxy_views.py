@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from urllib.parse import quote, unquote, urlsplit
 
+from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
@@ -49,7 +50,7 @@ def agent_headers(request: ApiRequest) -> dict[str, str]:
 
 
 def proxy_body(request: ApiRequest) -> bytes:
-    most = int(proxy.settings.CREDVAULT_PROXY_MAX_BODY)
+    most = int(settings.CREDVAULT_PROXY_MAX_BODY)
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if (declared.isdigit() and int(declared) > most) or len(request.body) > most:
         raise PayloadTooLarge(f"The body is larger than {most} bytes.")

@@ -71,11 +71,11 @@ class Command(BaseCommand):
         except InvalidIdentifier:
             raise CommandError(f"agent names and services are {SERVICE_RULE}") from None
         grants = [
-            GrantSpec(
-                service=each,
+            GrantSpec.given(
+                each,
                 access=GrantAccess.READ if read else GrantAccess.PROXY,
-                methods=tuple(m for m in PROXY_METHODS if m in (method or PROXY_METHODS)),
-                paths=tuple(sorted(set(path or [WHOLE_API]))),
+                methods=method or PROXY_METHODS,
+                paths=path or (WHOLE_API,),
             )
             for each in services
         ]
