@@ -210,7 +210,7 @@ class AgentTokenAdmin(TokenAdmin):
 
 class GrantInline(admin.TabularInline):
     model = Grant
-    fields = ["service", "access", "methods", "paths", "created_at"]
+    fields = ["service", "access", "allowed_methods", "allowed_paths", "created_at"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -220,6 +220,14 @@ class GrantInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+    @admin.display(description="methods")
+    def allowed_methods(self, grant: Grant) -> str:
+        return ", ".join(grant.methods)
+
+    @admin.display(description="paths")
+    def allowed_paths(self, grant: Grant) -> str:
+        return ", ".join(grant.paths)
 
 
 @admin.register(Agent)

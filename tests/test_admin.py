@@ -334,3 +334,38 @@ def test_the_accounts_list_is_constant_whatever_the_number_of_accounts(
         response = staff.get("/admin/services/account/")
     assert response.status_code == 200
     assert response.content.decode().count('class="field-service_count">2<') == accounts
+
+
+@pytest.mark.django_db
+def test_a_brokered_calls_event_shows_its_method_path_and_upstream_status(staff, alice):
+    from services import audit
+    from services.audit import Operation
+
+    actor = Actor.command(alice.pk)
+    audit.record(
+        actor,
+        Operation.PROXY_CALL,
+        status=404,
+        service="github",
+        method="GET",
+        path="/repos/o/missing",
+        upstream_status=404,
+    )
+    event = AuditEvent.objects.get(action="agent.proxy")
+    detail = page(staff, f"/admin/services/auditevent/{event.pk}/change/")
+    assert readonly(detail, "method") == "GET"
+    assert readonly(detail, "path") == "/repos/o/missing"
+    assert readonly(detail, "upstream_status") == "404"
+
+
+@pytest.mark.django_db
+def test_the_grants_inline_shows_each_grants_access_methods_and_paths(staff, alice):
+    put_agent(
+        actor=Actor.command(alice.pk),
+        name="bot",
+        services=[GrantSpec.given("github", methods=["POST", "GET"], paths=["/user", "/repos"])],
+    )
+    detail = page(staff, f"/admin/services/agent/{Agent.objects.get().pk}/change/")
+    assert "proxy: brokered calls only" in detail
+    assert "GET, POST" in detail
+    assert "/repos, /user" in detail
