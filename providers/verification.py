@@ -95,6 +95,18 @@ def base_url_for(provider: catalog.Provider) -> str | None:
     return configured_base_urls().get(provider.id, provider.base_url)
 
 
+def destination_for(provider: catalog.Provider) -> outbound.Destination | None:
+    """Where every call for `provider` goes (a check, a brokered call): its server-side
+    override, else the catalog's fixed host; None for a per-customer host without override. A
+    host the server's configuration named (an override, an operator's catalog entry) may be a
+    private one."""
+    base_url = base_url_for(provider)
+    if base_url is None:
+        return None
+    configured = provider.operator or provider.id in configured_base_urls()
+    return outbound.Destination.from_base_url(base_url, configured=configured)
+
+
 def can_verify(provider: catalog.Provider, shape: catalog.Shape) -> bool:
     """Whether a set of this shape gets a real check here (else `no_verifier`)."""
     return shape.check is not None and base_url_for(provider) is not None
@@ -103,21 +115,20 @@ def can_verify(provider: catalog.Provider, shape: catalog.Shape) -> bool:
 # --- building the request -------------------------------------------------------------------
 
 
-def _headers(check: Check, fields: Mapping[str, Revealable]) -> dict[str, str]:
+def _headers(check: Check, placed: placement.Placement) -> dict[str, str]:
     headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
     headers.update(check.headers)
     if check.body is not None:
         headers["Content-Type"] = check.content_type
-    headers.update(placement.place(check.auth, check.path, fields).headers)
+    headers.update(placed.headers)
     return headers
 
 
-def _path(check: Check, fields: Mapping[str, Revealable]) -> str:
+def _path(check: Check, placed: placement.Placement) -> str:
     """The check's path; a flagged check carries its credential in it (Telegram's bot token),
     percent-encoded and never logged."""
     if not check.credential_in_url:
         return check.path
-    placed = placement.place(check.auth, check.path, fields)
     return placed.path_prefix + check.path.partition("{" + check.auth.field + "}")[2]
 
 
@@ -151,26 +162,22 @@ def run_check(
     shuts the exchange's sockets down and the caller answers `provider_unavailable`.
     Never raises for network trouble.
     """
-    base_url = base_url_for(provider)
-    if base_url is None:
+    destination = destination_for(provider)
+    if destination is None:
         return Reason.NO_VERIFIER
     try:
-        headers = _headers(check, fields)
-        path = _path(check, fields)
+        placed = placement.place(check.auth, check.path, fields)
     except placement.Unsendable:
         # No provider accepts a credential that cannot be sent; nothing is sent.
         logger.info("verification of %s: value not sendable in a header", provider.id)
         return Reason.REJECTED
     started = time.monotonic()
-    destination = outbound.Destination.from_base_url(
-        base_url, configured=provider.id in configured_base_urls()
-    )
     try:
         answer = outbound.send(
             destination=destination,
             method=check.method,
-            target=destination.base_path + path,
-            headers=headers,
+            target=destination.base_path + _path(check, placed),
+            headers=_headers(check, placed),
             body=check.body.encode() if check.body is not None else None,
             timeout=timeout,
             max_answer=MAX_ANSWER_BYTES,

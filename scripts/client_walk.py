@@ -243,17 +243,17 @@ def walk(w: Walk) -> tuple[int, int]:
     providers = w.call("providers", "list_providers", 200, "Provider")
     expect("providers listed", len(providers) > 0, True)
 
+    # A grant that also allows the plaintext read (a service alone is a brokered grant).
+    reading_github = w.model("AgentInput")(
+        services=[w.model("GrantInput")(service="github", access=w.model("GrantAccess")("read"))]
+    )
     agent = w.call(
         "agents",
         "put_agent",
         201,
         "Agent",
         name="report-bot",
-        body=w.model("AgentInput")(
-            services=[
-                w.model("GrantInput")(service="github", access=w.model("GrantAccess")("read"))
-            ]
-        ),
+        body=reading_github,
     )
     expect(
         "agent's grants",
@@ -336,11 +336,7 @@ def walk(w: Walk) -> tuple[int, int]:
         200,
         "Agent",
         name="report-bot",
-        body=w.model("AgentInput")(
-            services=[
-                w.model("GrantInput")(service="github", access=w.model("GrantAccess")("read"))
-            ]
-        ),
+        body=reading_github,
     )
     w.call("services", "remove_service", 204, None, service="github")
     w.problem("services", "remove_service", 404, "service_not_connected", service="github")

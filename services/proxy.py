@@ -13,7 +13,7 @@ one audit event: `agent.proxy`, service, method, path without its query, the pro
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote_to_bytes, urlsplit
 
@@ -108,12 +108,13 @@ class ProxyAnswer:
 
 
 def checked_path(raw_path: str) -> str:
-    """The path to send, percent-encoded again from its one decoding, or InvalidProxyPath.
+    """The path after its one percent-decoding, or InvalidProxyPath.
 
     After one percent-decoding it holds no `.` or `..` segment, no empty segment (a single
     trailing slash excepted: `/repos/`), no backslash, no control character and no `@`; an
     encoded `/` or `\\` (`%2F`, `%5C`), which would change the segments the provider sees, is
-    refused as well. What remains is sent encoded, so a decoded `%2e` goes as `%252e`."""
+    refused as well. It is sent encoded again (`encoded`), so a decoded `%2e` goes as
+    `%252e`."""
     if len(raw_path) > MAX_PATH_LENGTH or _ENCODED_SEPARATOR.search(raw_path):
         raise InvalidProxyPath()
     try:
@@ -129,7 +130,24 @@ def checked_path(raw_path: str) -> str:
         segments.pop()  # one trailing slash
     if decoded != "/" and any(segment in ("", ".", "..") for segment in segments):
         raise InvalidProxyPath()
-    return quote(decoded, safe=_PATH_SAFE)
+    return decoded
+
+
+def encoded(path: str) -> str:
+    """A decoded path as it is sent: every character outside a path segment's own set, `%`
+    included, percent-encoded."""
+    return quote(path, safe=_PATH_SAFE)
+
+
+def _tokens(headers: Iterable[tuple[str, str]], name: str) -> set[str]:
+    """The comma-separated values of every `name` header (lower case): Connection's named
+    hop-by-hop headers, Content-Encoding's codings."""
+    return {
+        token.strip().lower()
+        for header, value in headers
+        if header.lower() == name
+        for token in value.split(",")
+    }
 
 
 def _granted(found, method: str, path: str) -> bool:
@@ -144,13 +162,11 @@ def _granted(found, method: str, path: str) -> bool:
 
 
 def destination_for(provider: catalog.Provider) -> outbound.Destination:
-    """The provider's API base: the server-side override, else the catalog's fixed host."""
-    overrides = verification.configured_base_urls()
-    if provider.id in overrides:
-        return outbound.Destination.from_base_url(overrides[provider.id], configured=True)
-    if provider.base_url is None:
+    """The provider's API base (`verification.destination_for`), or NotProxyable."""
+    destination = verification.destination_for(provider)
+    if destination is None:
         raise NotProxyable("This provider's host is the customer's own: the operator sets it.")
-    return outbound.Destination.from_base_url(provider.base_url, configured=provider.operator)
+    return destination
 
 
 def _placement(provider: catalog.Provider, fields: Mapping[str, placement.Revealable]):
@@ -164,9 +180,7 @@ def _placement(provider: catalog.Provider, fields: Mapping[str, placement.Reveal
 
 
 def _outbound_headers(agent_headers: Mapping[str, str], placed) -> dict[str, str]:
-    connection_named = {
-        name.strip().lower() for name in agent_headers.get("connection", "").split(",")
-    }
+    connection_named = _tokens(agent_headers.items(), "connection")
     headers = {
         name: value
         for name, value in agent_headers.items()
@@ -188,20 +202,9 @@ def redact(data: bytes, sent: tuple[str, ...]) -> bytes:
 
 
 def _answer(answer: outbound.Answer, sent: tuple[str, ...]) -> ProxyAnswer:
-    codings = {
-        value.strip().lower()
-        for name, value in answer.headers
-        if name.lower() == "content-encoding"
-        for value in value.split(",")
-    }
-    if not codings <= DECODED_CODINGS:
+    if not _tokens(answer.headers, "content-encoding") <= DECODED_CODINGS:
         raise UpstreamUnavailable("The provider answered in an encoding credvault cannot read.")
-    connection_named = {
-        token.strip().lower()
-        for name, value in answer.headers
-        if name.lower() == "connection"
-        for token in value.split(",")
-    }
+    connection_named = _tokens(answer.headers, "connection")
     headers = [
         (name, redact(value.encode("latin-1"), sent).decode("latin-1"))
         for name, value in answer.headers
@@ -214,7 +217,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
     """Make the agent's call to its provider with the stored credential; record its event."""
     path = checked_path(request.raw_path)
     found = agents.granted_set(actor=actor, service=service)
-    if found is None or not _granted(found, request.method, unquote_to_bytes(path).decode()):
+    if found is None or not _granted(found, request.method, path):
         raise NotGranted()
     if not found.fields:
         raise ServiceNotConnected()
@@ -227,7 +230,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
     destination = destination_for(provider)
     fields = agents.open_fields(actor=actor, service=service, found=found)
     placed = _placement(provider, dict(fields))
-    target = destination.base_path + placed.path_prefix + path
+    target = destination.base_path + placed.path_prefix + encoded(path)
     if request.query:
         target += "?" + request.query
     joined = urlsplit(f"{destination.scheme}://{destination.authority}{target}")
