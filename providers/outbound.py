@@ -11,8 +11,10 @@ verification check, a brokered call) goes through here (CONTRACT 5, 11).
 - **How.** No redirect is followed (a 3xx comes back as it is), TLS is verified against
   certifi's bundle, proxies, CA bundles and netrc from the environment are ignored, nothing is
   retried. The whole exchange is bounded by a deadline: a watchdog shuts its socket down when
-  it passes, because per-read timeouts never trip on a server that drips a byte a second. At
-  most `max_answer` bytes of an answer are read.
+  it passes, because per-read timeouts never trip on a server that drips a byte a second; the
+  deadline is an entry in the process's one deadline thread (`providers.deadlines`), not a
+  thread per call. A name lookup is waited for only until the deadline (a literal address is
+  not looked up). At most `max_answer` bytes of an answer are read.
 - **Pooled.** Each worker keeps its connections to each destination open for the next call
   (keep-alive, at most POOL_CONNECTIONS idle per destination and POOL_DESTINATIONS
   destinations), so that a call costs one request, not a new TCP and TLS handshake.
@@ -27,8 +29,11 @@ import ipaddress
 import socket
 import ssl
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -40,10 +45,11 @@ import certifi
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
+from providers.deadlines import deadlines
+
 POOL_CONNECTIONS = 8
 POOL_DESTINATIONS = 64
-# How long after the deadline the caller waits for the exchange to unwind by itself.
-UNWIND_SECONDS = 0.25
+LOOKUP_THREADS = 8
 READ_CHUNK = 64 * 1024
 
 
@@ -121,12 +127,29 @@ def is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def address_for(destination: Destination) -> str:
-    """The one address this call connects to."""
+# Name lookups run here, so that a call waits for one only as long as its deadline allows: no
+# socket timeout interrupts getaddrinfo. A lookup that hangs holds one of these threads (a
+# greenlet under gevent) until the system resolver gives up; the call has returned long before.
+_lookups = ThreadPoolExecutor(max_workers=LOOKUP_THREADS, thread_name_prefix="credvault-lookup")
+
+
+def resolve_within(host: str, port: int, seconds: float) -> list[str]:
+    """`resolver(host, port)`, waited for at most `seconds`. Raises OutboundError."""
     try:
-        addresses = resolver(destination.host, destination.port)
+        return [str(ipaddress.ip_address(host))]  # a literal address is its own answer
+    except ValueError:
+        pass
+    try:
+        return _lookups.submit(resolver, host, port).result(timeout=seconds)
+    except FutureTimeout:
+        raise OutboundError(Failure.TIMEOUT) from None
     except (OSError, UnicodeError):
         raise OutboundError(Failure.UNAVAILABLE) from None
+
+
+def address_for(destination: Destination, *, seconds: float) -> str:
+    """The one address this call connects to, its name looked up within `seconds`."""
+    addresses = resolve_within(destination.host, destination.port, seconds)
     if not addresses:
         raise OutboundError(Failure.UNAVAILABLE)
     if not destination.configured and not all(is_public(a) for a in addresses):
@@ -139,7 +162,7 @@ def address_for(destination: Destination) -> str:
 
 
 class Watchdog:
-    """Shuts down every socket of one call when its deadline passes.
+    """Shuts down every socket of one call when its deadline passes (`providers.deadlines`).
 
     Each socket is watched through a duplicate of it: shutting the duplicate down ends the
     connection for the original too (a blocked read returns at once), and the duplicate's own
@@ -151,17 +174,17 @@ class Watchdog:
         self._sockets: list[socket.socket] = []
         self._finished = False
         self.fired = False
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
+        self.ends_at = time.monotonic() + seconds
+        self._deadline = deadlines.schedule(seconds, self._fire)
 
-    def start(self) -> None:
-        self._timer.start()
+    def remaining(self) -> float:
+        return max(0.001, self.ends_at - time.monotonic())  # 0 would make a socket non-blocking
 
     def watch(self, sock: socket.socket) -> None:
         with self._lock:
             if self.fired or self._finished:
-                # Opened after the deadline (a name lookup that hung past it): the connection
-                # must carry nothing, so it ends before a byte of the request is sent.
+                # Opened after the deadline: the connection must carry nothing, so it ends
+                # before a byte of the request is sent.
                 with suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                 return
@@ -177,7 +200,7 @@ class Watchdog:
                     sock.shutdown(socket.SHUT_RDWR)
 
     def finish(self) -> None:
-        self._timer.cancel()
+        self._deadline.cancel()
         with self._lock:
             self._finished = True
             for sock in self._sockets:
@@ -214,34 +237,25 @@ class WatchedHTTPSConnection(_WatchedConnectionMixin, HTTPSConnection):
     pass
 
 
-def run_with_deadline(exchange: Callable[[], Answer], seconds: float) -> Answer:
-    """Run `exchange` on its own thread (a greenlet under gevent) with a watchdog over its
-    sockets, so that nothing holds the caller past the deadline, not even a name lookup."""
+def run_with_deadline(exchange: Callable[[Watchdog], Answer], seconds: float) -> Answer:
+    """Run `exchange` with a watchdog over its sockets, so that nothing holds the caller past
+    the deadline: a read, a write or a TLS handshake ends when its socket is shut down, a
+    connection attempt is bounded by the time left, and a name lookup is waited for only that
+    long (`resolve_within`)."""
     watchdog = Watchdog(seconds)
-    outcome: list[Answer | OutboundError] = []
-
-    def run() -> None:
-        token = current_watchdog.set(watchdog)
-        try:
-            outcome.append(exchange())
-        except OutboundError as exc:
-            outcome.append(exc)
-        except Exception:  # the library's text can hold a URL: only the kind survives
-            outcome.append(OutboundError(Failure.UNAVAILABLE))
-        finally:
-            watchdog.finish()
-            current_watchdog.reset(token)
-
-    worker = threading.Thread(target=run, name="credvault-outbound", daemon=True)
-    watchdog.start()
-    worker.start()
-    worker.join(seconds + UNWIND_SECONDS)
-    if not outcome or watchdog.fired:
+    token = current_watchdog.set(watchdog)
+    try:
+        answer = exchange(watchdog)
+    except OutboundError as exc:
+        raise OutboundError(Failure.TIMEOUT if watchdog.fired else exc.kind) from None
+    except Exception:  # the library's text can hold a URL: only the kind survives
+        raise OutboundError(Failure.TIMEOUT if watchdog.fired else Failure.UNAVAILABLE) from None
+    finally:
+        watchdog.finish()
+        current_watchdog.reset(token)
+    if watchdog.fired:
         raise OutboundError(Failure.TIMEOUT)
-    result = outcome[0]
-    if isinstance(result, OutboundError):
-        raise result
-    return result
+    return answer
 
 
 # --- pooled connections ---------------------------------------------------------------------
@@ -321,8 +335,8 @@ def send(
     """Send one request to `destination` (`target`: the path under its host, with the query)
     and read its answer within `timeout` seconds. Raises OutboundError."""
 
-    def exchange() -> Answer:
-        address = address_for(destination)
+    def exchange(watchdog: Watchdog) -> Answer:
+        address = address_for(destination, seconds=watchdog.remaining())
         pool = pools.get(destination, address)
         response = pool.urlopen(
             method,
@@ -334,7 +348,7 @@ def send(
             preload_content=False,
             decode_content=True,
             assert_same_host=False,
-            timeout=urllib3.Timeout(connect=timeout, read=timeout),
+            timeout=urllib3.Timeout(connect=watchdog.remaining(), read=timeout),
         )
         chunks, size = [], 0
         try:

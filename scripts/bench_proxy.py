@@ -54,6 +54,8 @@ async def _serve(port: int) -> None:
                         await reader.readexactly(int(line.split(b":", 1)[1]))
                 writer.write(head + ANSWER)
                 await writer.drain()
+                if b"\r\nconnection: close" in headers.lower():
+                    break  # the Python load generator reads each answer to the end
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:

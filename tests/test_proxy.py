@@ -9,6 +9,7 @@ import base64
 import json
 import logging
 import socket
+import threading
 from datetime import timedelta
 from urllib.parse import quote
 
@@ -123,6 +124,22 @@ class TestTheCallAsTheProviderReceivesIt:
         call(token, "GET", "github", "/b")
         first, second = provider_server.requests
         assert first.peer_port == second.peer_port
+
+    def test_a_call_starts_no_thread(self, github, provider_server, monkeypatch):
+        """The whole-call deadline is one entry in the process's scheduler
+        (providers/deadlines.py), not a thread and a timer per call; an address is not looked
+        up."""
+        _, token = github
+        assert call(token, "GET", "github", "/user").status_code == 200  # the scheduler starts
+        started = []
+        real_start = threading.Thread.start
+        monkeypatch.setattr(
+            threading.Thread, "start", lambda self: started.append(self.name) or real_start(self)
+        )
+        for _ in range(20):
+            assert call(token, "GET", "github", "/user").status_code == 200
+        assert started == []
+        assert len(provider_server.requests) == 21
 
 
 def _catalog_cases() -> list:
@@ -461,10 +478,10 @@ class TestTheExtraCatalog:
 
         destination = destination_for(catalog_module.get("internal-billing"))
         assert destination.configured
-        assert outbound.address_for(destination) == "10.0.0.5"
+        assert outbound.address_for(destination, seconds=1) == "10.0.0.5"
         github = destination_for(catalog_module.get("github"))
         with pytest.raises(outbound.OutboundError):
-            outbound.address_for(github)
+            outbound.address_for(github, seconds=1)
 
     def test_an_invalid_entry_names_the_entry_and_the_field(self, extra):
         extra.write_text(self.ENTRY.replace('category = "developer"', 'category = "x"'))

@@ -139,15 +139,18 @@ class TestRefusals:
         self, alice_api, provider_server, settings, monkeypatch
     ):
         """No socket timeout interrupts a name lookup; the call still returns at the bound,
-        and the connection made after it carries no request."""
+        and the connection made after it carries no request. (A name, not an address: an
+        address needs no lookup.)"""
         import socket
 
         real = socket.getaddrinfo
         settings.CREDVAULT_VERIFY_TIMEOUT = 1.0
+        port = provider_server.url.rsplit(":", 1)[1]
+        settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": f"http://localhost:{port}"})
 
-        def slow_lookup(*args, **kwargs):
+        def slow_lookup(host, port, *args, **kwargs):
             time.sleep(2.0)
-            return real(*args, **kwargs)
+            return real("127.0.0.1", port, *args, **kwargs)  # where the stand-in listens
 
         monkeypatch.setattr(socket, "getaddrinfo", slow_lookup)
         start = time.monotonic()

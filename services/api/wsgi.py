@@ -13,7 +13,7 @@ checked against its framing before Django sees the request (RFC 9112, CONTRACT 1
   the end gets 411, never an empty body.
 - A body over the limit is left unread: the view refuses it with 413 by its Content-Length.
 - Reading may take CREDVAULT_BODY_TIMEOUT seconds in all, however slowly the bytes come: then
-  the socket's reading side is shut (`Deadlines`), the read ends, and the answer is 408
+  the socket's reading side is shut (`BodyWatch`), the read ends, and the answer is 408
   `request_timeout`. A client that holds a body open holds one thread that long, no longer.
 
 Django then reads the body from memory: the view's strict reader is unchanged.
@@ -22,19 +22,16 @@ Django then reads the body from memory: the view's strict reader is unchanged.
 from __future__ import annotations
 
 import contextlib
-import heapq
 import io
-import itertools
 import logging
 import socket
-import threading
-import time
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
 
+from providers.deadlines import deadlines
 from services.exceptions import (
     BodyTimeout,
     LengthRequired,
@@ -66,72 +63,25 @@ def problem_before_django(
     return f"{status.value} {status.phrase}", headers, body
 
 
-class Deadlines:
-    """One thread per process that shuts the reading side of a socket whose body is late.
+class BodyWatch:
+    """Shuts the reading side of a socket whose body is late (`providers.deadlines`). A blocked
+    `recv` then returns at once with no data, so the reader sees the body end early."""
 
-    `watch(sock, seconds)` costs a lock and a heap push; the thread wakes when the earliest
-    deadline still watched passes, not for every request. Shutting the reading side makes a
-    blocked `recv` return at once with no data, so the reader sees the body end early."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Condition()
-        self._heap: list[tuple[float, int, Watch]] = []
-        self._order = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, sock: socket.socket, seconds: float) -> Watch:
-        watch = Watch(sock)
-        deadline = time.monotonic() + seconds
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                # Started in the worker that first needs it: never carried across a fork.
-                self._thread = threading.Thread(
-                    target=self._run, name="body-deadlines", daemon=True
-                )
-                self._thread.start()
-            earliest = self._heap[0][0] if self._heap else None
-            heapq.heappush(self._heap, (deadline, next(self._order), watch))
-            if earliest is None or deadline < earliest:
-                self._lock.notify()
-        return watch
-
-    def _run(self) -> None:
-        with self._lock:
-            while True:
-                while self._heap and self._heap[0][2].done:
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    self._lock.wait()
-                    continue
-                wait = self._heap[0][0] - time.monotonic()
-                if wait > 0:
-                    self._lock.wait(wait)
-                    continue
-                _, _, late = heapq.heappop(self._heap)
-                late.expire()
-
-
-class Watch:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, seconds: float) -> None:
         self.sock = sock
-        self.done = False
         self.expired = False
+        self._deadline = deadlines.schedule(seconds, self._expire)
 
-    def expire(self) -> None:
-        if self.done:
-            return
+    def _expire(self) -> None:
         self.expired = True
         with contextlib.suppress(OSError):  # the client is gone already
             self.sock.shutdown(socket.SHUT_RD)
 
-    def __enter__(self) -> Watch:
+    def __enter__(self) -> BodyWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.done = True
-
-
-deadlines = Deadlines()
+        self._deadline.cancel()
 
 
 class IncompleteBody(Exception):
@@ -186,7 +136,7 @@ class RequestBodyMiddleware:
         # Under gunicorn, the socket whose reading side the deadline shuts; elsewhere (the test
         # client) the body is in memory already.
         sock = environ.get("gunicorn.socket")
-        watch = deadlines.watch(sock, settings.CREDVAULT_BODY_TIMEOUT) if sock else None
+        watch = BodyWatch(sock, settings.CREDVAULT_BODY_TIMEOUT) if sock else None
         try:
             with watch or contextlib.nullcontext():
                 body = read_body(environ, limit, expected)
