@@ -39,7 +39,29 @@ PER_CUSTOMER = "per_customer"
 OAUTH_OPTIONAL = frozenset(
     {"refresh_token", "token_type", "expires_at", "scope", "client_id", "client_secret", "id_token"}
 )
-PROVIDER_KEYS = {"id", "name", "category", "base_url", "host", "base_url_example", "note", "shapes"}
+PROVIDER_KEYS = {
+    "id",
+    "name",
+    "category",
+    "base_url",
+    "host",
+    "base_url_example",
+    "note",
+    "shapes",
+    "oauth",
+}
+OAUTH_KEYS = {
+    "authorize_url",
+    "token_url",
+    "scopes",
+    "scope_separator",
+    "pkce",
+    "client_auth",
+    "rotates_refresh_tokens",
+    "authorize_params",
+    "docs",
+}
+CLIENT_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
 CHECK_KEYS = {
     "method",
     "path",
@@ -136,6 +158,23 @@ class ShapeMatch:
 
 
 @dataclass(frozen=True)
+class OAuth:
+    """How a person connects the provider in a browser (CONTRACT 12): the authorization and
+    token URLs (fixed https hosts), the default scopes, whether the provider takes PKCE, how the
+    client authenticates at the token URL, and whether a refresh replaces the refresh token."""
+
+    authorize_url: str
+    token_url: str
+    scopes: tuple[str, ...]
+    scope_separator: str
+    pkce: bool
+    client_auth: str
+    rotates_refresh_tokens: bool
+    authorize_params: Mapping[str, str]
+    docs: str
+
+
+@dataclass(frozen=True)
 class Provider:
     """A provider. `base_url` is None for a per-customer host (a shop's or a site's own
     domain): its checks run only against a base URL the operator configured server-side."""
@@ -147,6 +186,7 @@ class Provider:
     shapes: tuple[Shape, ...] = field(default_factory=tuple)
     base_url_example: str = ""
     note: str = ""
+    oauth: OAuth | None = None
     # Added by the operator (CREDVAULT_EXTRA_CATALOG): its host comes from the server's own
     # configuration, so the outbound client may connect to a private address for it.
     operator: bool = False
@@ -326,6 +366,65 @@ def _parse_shape(raw: Any, where: str) -> Shape:
     return Shape(key_type, required, optional, check)
 
 
+def _fixed_https(url: Any) -> bool:
+    parts = urlsplit(url) if isinstance(url, str) else None
+    return bool(
+        parts
+        and parts.scheme == "https"
+        and parts.hostname
+        and not parts.query
+        and not parts.fragment
+        and not parts.username
+        and "{" not in url
+    )
+
+
+def _parse_oauth(raw: Any, where: str) -> OAuth:
+    where = f"{where} oauth"
+    if not isinstance(raw, dict):
+        raise _fail(where, "must be a table")
+    _only(raw, OAUTH_KEYS, where)
+    for key in ("authorize_url", "token_url"):
+        if not _fixed_https(raw.get(key)):
+            raise _fail(where, f"`{key}` must be a fixed https URL without query or user info")
+    if urlsplit(_str(raw, "docs", where)).scheme != "https":
+        raise _fail(where, "`docs` must be an https URL")
+    scopes = raw.get("scopes")
+    if not isinstance(scopes, list) or not all(
+        isinstance(scope, str) and scope and not any(c.isspace() for c in scope) for scope in scopes
+    ):
+        raise _fail(where, "`scopes` must be a list of scopes (no spaces)")
+    separator = raw.get("scope_separator", " ")
+    if separator not in (" ", ","):
+        raise _fail(where, "`scope_separator` must be a space or a comma")
+    for key in ("pkce", "rotates_refresh_tokens"):
+        if not isinstance(raw.get(key), bool):
+            raise _fail(where, f"`{key}` must be true or false")
+    if raw.get("client_auth") not in CLIENT_AUTH_METHODS:
+        raise _fail(where, f"`client_auth` must be one of {', '.join(CLIENT_AUTH_METHODS)}")
+    params = raw.get("authorize_params", {})
+    reserved = {"client_id", "redirect_uri", "state", "scope", "response_type"}
+    if not isinstance(params, dict) or not all(
+        isinstance(k, str)
+        and isinstance(v, str)
+        and k not in reserved
+        and not k.startswith("code_")
+        for k, v in params.items()
+    ):
+        raise _fail(where, "`authorize_params` must map other parameters than the flow's own")
+    return OAuth(
+        authorize_url=raw["authorize_url"],
+        token_url=raw["token_url"],
+        scopes=tuple(scopes),
+        scope_separator=separator,
+        pkce=raw["pkce"],
+        client_auth=raw["client_auth"],
+        rotates_refresh_tokens=raw["rotates_refresh_tokens"],
+        authorize_params=dict(params),
+        docs=raw["docs"],
+    )
+
+
 def _parse_provider(raw: Any, position: int) -> Provider:
     where = f"providers[{position}]"
     if not isinstance(raw, dict):
@@ -347,15 +446,7 @@ def _parse_provider(raw: Any, position: int) -> Provider:
         base_url = None
     elif host == "fixed":
         base_url = _str(raw, "base_url", where)
-        parts = urlsplit(base_url)
-        if (
-            parts.scheme != "https"
-            or not parts.hostname
-            or parts.query
-            or parts.fragment
-            or parts.username
-            or "{" in base_url
-        ):
+        if not _fixed_https(base_url):
             raise _fail(where, "`base_url` must be a fixed https URL without query or user info")
     else:
         raise _fail(where, f"`host` must be fixed or {PER_CUSTOMER}")
@@ -366,6 +457,9 @@ def _parse_provider(raw: Any, position: int) -> Provider:
         _parse_shape(raw_shape, f"{where} shapes[{index}]")
         for index, raw_shape in enumerate(raw_shapes)
     )
+    oauth = _parse_oauth(raw["oauth"], where) if "oauth" in raw else None
+    if oauth is not None and not any(shape.key_type == OAUTH for shape in shapes):
+        raise _fail(where, "an `oauth` block needs an oauth shape to store its sets")
     return Provider(
         id=provider_id,
         name=name,
@@ -374,6 +468,7 @@ def _parse_provider(raw: Any, position: int) -> Provider:
         shapes=shapes,
         base_url_example=_str(raw, "base_url_example", where, required=False),
         note=_str(raw, "note", where, required=False),
+        oauth=oauth,
     )
 
 

@@ -107,6 +107,97 @@ def test_oauth_shapes_take_the_standard_optional_fields():
     assert {"refresh_token", "expires_at", "scope"} <= shape.optional
 
 
+OAUTH_BLOCK = """
+[providers.oauth]
+authorize_url = "https://example.com/oauth/authorize"
+token_url = "https://example.com/oauth/token"
+scopes = ["read"]
+pkce = true
+client_auth = "client_secret_post"
+rotates_refresh_tokens = false
+docs = "https://docs.example.com/oauth"
+"""
+OAUTH_SHAPE = """
+[[providers.shapes]]
+key_type = "oauth"
+required = ["access_token"]
+"""
+WITH_OAUTH = VALID + OAUTH_SHAPE + OAUTH_BLOCK
+
+
+def test_an_oauth_block_parses():
+    oauth = parse_catalog(WITH_OAUTH)["example"].oauth
+    assert oauth.token_url == "https://example.com/oauth/token"
+    assert oauth.scopes == ("read",)
+    assert oauth.scope_separator == " "
+    assert oauth.pkce is True
+    assert oauth.client_auth == "client_secret_post"
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (("https://example.com/oauth/token", "http://example.com/oauth/token"), "`token_url`"),
+        (("https://example.com/oauth/authorize", "https://{t}.example.com/a"), "`authorize_url`"),
+        (("https://example.com/oauth/token", "https://example.com/t?x=1"), "`token_url`"),
+        (('client_auth = "client_secret_post"', 'client_auth = "none"'), "`client_auth`"),
+        (("pkce = true", 'pkce = "yes"'), "`pkce`"),
+        (('scopes = ["read"]', 'scopes = ["read write"]'), "`scopes`"),
+        (("pkce = true", "pkce = true\nscope_separator = ';'"), "`scope_separator`"),
+        (("pkce = true", 'pkce = true\nauthorize_params = { state = "x" }'), "`authorize_params`"),
+        (("pkce = true", "pkce = true\nrefresh = 1"), "unknown key `refresh`"),
+    ],
+)
+def test_an_invalid_oauth_block_names_entry_and_field(change, words):
+    old, new = change
+    assert old in WITH_OAUTH
+    with pytest.raises(CatalogError) as raised:
+        parse_catalog(WITH_OAUTH.replace(old, new, 1))
+    assert "'example' oauth" in str(raised.value)
+    assert words in str(raised.value)
+
+
+def test_an_oauth_block_needs_an_oauth_shape():
+    with pytest.raises(CatalogError, match="needs an oauth shape"):
+        parse_catalog(VALID + OAUTH_BLOCK)
+
+
+OAUTH_PROVIDERS = {
+    "github",
+    "google",
+    "microsoft",
+    "slack",
+    "notion",
+    "linear",
+    "hubspot",
+    "dropbox",
+    "zoom",
+    "atlassian",
+    "salesforce",
+    "gitlab",
+    "discord",
+    "figma",
+    "asana",
+}
+
+
+def test_the_fifteen_providers_of_contract_12_have_oauth_and_keep_its_rules():
+    with_oauth = {pid for pid, provider in catalog().items() if provider.oauth is not None}
+    assert with_oauth >= OAUTH_PROVIDERS
+    for provider_id in with_oauth:
+        oauth = catalog()[provider_id].oauth
+        for url in (oauth.authorize_url, oauth.token_url, oauth.docs):
+            parts = urlsplit(url)
+            assert parts.scheme == "https", (provider_id, url)
+            assert parts.hostname, (provider_id, url)
+            assert "{" not in url, (provider_id, url)
+        assert not urlsplit(oauth.token_url).query, provider_id
+        assert oauth.client_auth in ("client_secret_basic", "client_secret_post"), provider_id
+    # PKCE where the provider supports it: the ones that document it say so.
+    assert catalog()["google"].oauth.pkce is True
+    assert catalog()["microsoft"].oauth.pkce is True
+
+
 # --- the catalog rules, over every entry -----------------------------------------------------
 
 
