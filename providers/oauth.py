@@ -1,0 +1,254 @@
+"""The provider's side of OAuth (CONTRACT 12): where a person is sent to consent, and the two
+requests credvault makes at a token URL (a code exchange, a refresh), through the strict
+outbound client like every other request to a provider (no redirects, bounded, TLS checked).
+
+Knows nothing of accounts: `services/oauth.py` keeps the clients, the states and the sets.
+A token answer is classified into the failure classes the lifecycle keeps apart:
+
+- `Refused`: the provider refused the grant (400 or 401 from the token URL, `invalid_grant`
+  and the like): the person must authorize again;
+- `Misconfigured`: the provider refused the client (`invalid_client`, `unauthorized_client`);
+- `Unavailable`: no usable answer (timeout, refused connection, 5xx, 429, an answer that is
+  not a token): nothing is decided, nothing changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+from django.conf import settings
+
+from providers import outbound
+from providers.catalog import OAuth, Provider
+
+USER_AGENT = "credvault"
+MAX_TOKEN_ANSWER = 64 * 1024
+CLIENT_ERRORS = frozenset({"invalid_client", "unauthorized_client"})
+
+
+class OAuthUrlError(ValueError):
+    """CREDVAULT_PROVIDER_OAUTH_URLS is invalid; the message names the entry."""
+
+
+class TokenError(Exception):
+    """A token request that gave no token. `code` is the provider's `error` when it sent one
+    (a short code from a fixed vocabulary, never a value)."""
+
+    def __init__(self, code: str = "") -> None:
+        super().__init__(code or type(self).__name__)
+        self.code = code
+
+
+class Refused(TokenError):
+    pass
+
+
+class Misconfigured(TokenError):
+    pass
+
+
+class Unavailable(TokenError):
+    pass
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    authorize_url: str
+    token_url: str
+    # Named by the server's own configuration (CREDVAULT_PROVIDER_OAUTH_URLS): its host may be
+    # a private one, as for CREDVAULT_PROVIDER_BASE_URLS.
+    configured: bool
+
+
+@dataclass(frozen=True)
+class Client:
+    client_id: str
+    client_secret: str
+
+    def __repr__(self) -> str:
+        return f"Client(client_id={self.client_id!r})"
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A token URL's answer: the access token, and what came with it."""
+
+    access_token: str
+    refresh_token: str | None
+    expires_in: int | None
+    scope: str | None
+    token_type: str | None
+
+    def __repr__(self) -> str:
+        return f"Tokens(expires_in={self.expires_in!r}, scope={self.scope!r})"
+
+
+def parse_oauth_urls(raw: str) -> dict[str, dict[str, str]]:
+    """Parse CREDVAULT_PROVIDER_OAUTH_URLS: provider id to {"authorize": URL, "token": URL}."""
+    try:
+        data = json.loads(raw or "{}")
+    except ValueError:
+        raise OAuthUrlError("CREDVAULT_PROVIDER_OAUTH_URLS is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise OAuthUrlError("CREDVAULT_PROVIDER_OAUTH_URLS must be a JSON object")
+    for provider_id, urls in data.items():
+        where = f"CREDVAULT_PROVIDER_OAUTH_URLS[{provider_id!r}]"
+        if not isinstance(urls, dict) or set(urls) != {"authorize", "token"}:
+            raise OAuthUrlError(f"{where} must be an object with `authorize` and `token`")
+        for name, url in urls.items():
+            parts = urlsplit(url) if isinstance(url, str) else None
+            if not parts or parts.scheme not in ("http", "https") or not parts.hostname:
+                raise OAuthUrlError(f"{where}.{name} must be an http(s) URL")
+            if parts.username or parts.fragment or (name == "token" and parts.query):
+                raise OAuthUrlError(f"{where}.{name} must hold no user info, fragment or query")
+    return data
+
+
+def endpoints(provider: Provider) -> Endpoints:
+    """The provider's authorization and token URLs: the server-side replacement, else the
+    catalog's. Only a provider with an `oauth` block has any."""
+    assert provider.oauth is not None
+    configured = parse_oauth_urls(settings.CREDVAULT_PROVIDER_OAUTH_URLS).get(provider.id)
+    if configured:
+        return Endpoints(configured["authorize"], configured["token"], configured=True)
+    return Endpoints(provider.oauth.authorize_url, provider.oauth.token_url, configured=False)
+
+
+def challenge_for(verifier: str) -> str:
+    """The PKCE S256 challenge of `verifier` (RFC 7636)."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def authorize_url(
+    provider: Provider,
+    *,
+    client_id: str,
+    redirect_uri: str,
+    state: str,
+    verifier: str,
+    scopes: tuple[str, ...],
+) -> str:
+    """Where the person's browser goes to consent. The PKCE challenge is always sent: a
+    provider without PKCE ignores it (CONTRACT 12)."""
+    oauth = provider.oauth
+    assert oauth is not None
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": redirect_uri,
+        "state": state,
+        "code_challenge": challenge_for(verifier),
+        "code_challenge_method": "S256",
+    }
+    if scopes:
+        params["scope"] = oauth.scope_separator.join(scopes)
+    params.update(oauth.authorize_params)
+    base = endpoints(provider).authorize_url
+    return f"{base}{'&' if urlsplit(base).query else '?'}{urlencode(params, quote_via=quote)}"
+
+
+def exchange_code(
+    provider: Provider, *, client: Client, code: str, verifier: str, redirect_uri: str
+) -> Tokens:
+    """The authorization code exchanged for a set. Raises a TokenError."""
+    return _token_request(
+        provider,
+        client,
+        {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "code_verifier": verifier,
+        },
+    )
+
+
+def refresh(provider: Provider, *, client: Client, refresh_token: str) -> Tokens:
+    """A new access token for the refresh token. Raises a TokenError."""
+    return _token_request(
+        provider, client, {"grant_type": "refresh_token", "refresh_token": refresh_token}
+    )
+
+
+def _token_request(provider: Provider, client: Client, form: dict[str, str]) -> Tokens:
+    oauth: OAuth = provider.oauth  # type: ignore[assignment]
+    where = endpoints(provider)
+    parts = urlsplit(where.token_url)
+    destination = outbound.Destination.from_base_url(
+        f"{parts.scheme}://{parts.netloc}", configured=where.configured
+    )
+    headers = {
+        "User-Agent": USER_AGENT,
+        "Accept": "application/json",
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+    if oauth.client_auth == "client_secret_basic":
+        # RFC 6749 2.3.1: each part form-encoded, then joined and base64-encoded.
+        pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+    else:
+        form = {**form, "client_id": client.client_id, "client_secret": client.client_secret}
+    try:
+        answer = outbound.send(
+            destination=destination,
+            method="POST",
+            target=parts.path or "/",
+            headers=headers,
+            body=urlencode(form).encode("ascii"),
+            timeout=float(settings.CREDVAULT_VERIFY_TIMEOUT),
+            max_answer=MAX_TOKEN_ANSWER,
+        )
+    except outbound.OutboundError:
+        raise Unavailable() from None
+    document = _document(answer)
+    error = document.get("error")
+    error = error if isinstance(error, str) and error.isascii() and len(error) <= 64 else ""
+    if answer.status == 200 and not error:
+        return _tokens(document)
+    if error in CLIENT_ERRORS:
+        raise Misconfigured(error)
+    if answer.status in (400, 401) or (answer.status == 200 and error):
+        raise Refused(error or f"status_{answer.status}")
+    raise Unavailable()
+
+
+def _document(answer: outbound.Answer) -> Mapping[str, object]:
+    """The token URL's answer as a mapping: JSON, or a form-encoded body (GitHub's default)."""
+    content_type = next(
+        (value for name, value in answer.headers if name.lower() == "content-type"), ""
+    )
+    text = answer.body.decode("utf-8", "replace")
+    if "form-urlencoded" in content_type:
+        return dict(parse_qsl(text))
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return dict(parse_qsl(text)) if "=" in text else {}
+    return document if isinstance(document, dict) else {}
+
+
+def _tokens(document: Mapping[str, object]) -> Tokens:
+    access_token = document.get("access_token")
+    if not isinstance(access_token, str) or not access_token:
+        raise Unavailable()
+    refresh_token = document.get("refresh_token")
+    expires_in = document.get("expires_in")
+    try:
+        expires = int(expires_in) if expires_in not in (None, "") else None  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        expires = None
+    scope = document.get("scope")
+    token_type = document.get("token_type")
+    return Tokens(
+        access_token=access_token,
+        refresh_token=refresh_token if isinstance(refresh_token, str) and refresh_token else None,
+        expires_in=expires,
+        scope=scope if isinstance(scope, str) else None,
+        token_type=token_type if isinstance(token_type, str) else None,
+    )
