@@ -145,6 +145,12 @@ CREDVAULT_PROXY_MAX_RESPONSE = env.int("CREDVAULT_PROXY_MAX_RESPONSE", default=1
 CREDVAULT_PROXY_RATE_LIMIT = env.str("CREDVAULT_PROXY_RATE_LIMIT", default="600/min")
 CREDVAULT_RATE_LIMIT = env.str("CREDVAULT_RATE_LIMIT", default="600/min")
 CREDVAULT_TEST_RATE_LIMIT = env.str("CREDVAULT_TEST_RATE_LIMIT", default="30/min")
+# OAuth (CONTRACT 12): the address browsers reach this server at (the redirect URI is
+# {CREDVAULT_PUBLIC_URL}/oauth/callback), the server-side replacements of the catalog's
+# authorization and token URLs, and how many seconds before its expiry a set is refreshed.
+CREDVAULT_PUBLIC_URL = env.str("CREDVAULT_PUBLIC_URL", default="http://127.0.0.1:8000")
+CREDVAULT_PROVIDER_OAUTH_URLS = env.str("CREDVAULT_PROVIDER_OAUTH_URLS", default="{}")
+CREDVAULT_REFRESH_AHEAD = env.int("CREDVAULT_REFRESH_AHEAD", default=120)
 # Seconds a request body may take to arrive, in all (services/api/wsgi.py): then 408.
 CREDVAULT_BODY_TIMEOUT = env.float("CREDVAULT_BODY_TIMEOUT", default=10.0)
 # The keys that sign audit checkpoints (services/checkpoints.py), in the encryption keys' format.
@@ -196,6 +202,7 @@ SPECTACULAR_SETTINGS = {
         "ProviderCategory": "services.api.serializers.CATEGORY_CHOICES",
         "GrantAccess": "services.models.GrantAccess",
         "ProxyMethod": "services.models.PROXY_METHODS",
+        "ServiceStatus": "services.models.ServiceStatus",
     },
     "TAGS": [
         {"name": "services", "description": "Connected services and their credentials."},
@@ -204,6 +211,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "agent-tokens", "description": "The tokens of an agent."},
         {"name": "agent", "description": "What an agent does with its own token."},
         {"name": "audit", "description": "The account's audit trail."},
+        {"name": "oauth", "description": "OAuth clients and connecting a provider in a browser."},
     ],
     "POSTPROCESSING_HOOKS": [
         "services.api.schema.complete_responses",

@@ -3,10 +3,13 @@ start-up with a clear message (ids credvault.E001 and up), never at the first re
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 from django.core.exceptions import ImproperlyConfigured
 
+from providers.oauth import OAuthUrlError, parse_oauth_urls
 from providers.verification import BaseUrlError, parse_base_urls
 from services.api.throttling import RateError, parse_rate
 from services.checkpoints import audit_keys
@@ -84,6 +87,36 @@ def check_provider_base_urls(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@register()
+def check_oauth_settings(app_configs, **kwargs):
+    """CONTRACT 12's settings: the OAuth URL replacements, the public URL, the refresh window."""
+    errors = []
+    try:
+        parse_oauth_urls(settings.CREDVAULT_PROVIDER_OAUTH_URLS)
+    except OAuthUrlError as exc:
+        errors.append(
+            Error(
+                f"{exc}.",
+                hint='A JSON object such as {"github": {"authorize": "https://...", '
+                '"token": "https://..."}}.',
+                id="credvault.E014",
+            )
+        )
+    public = urlsplit(settings.CREDVAULT_PUBLIC_URL)
+    if public.scheme not in ("http", "https") or not public.hostname or public.query:
+        errors.append(
+            Error(
+                "CREDVAULT_PUBLIC_URL must be the http(s) address browsers reach this server at.",
+                id="credvault.E015",
+            )
+        )
+    if settings.CREDVAULT_REFRESH_AHEAD < 0:
+        errors.append(
+            Error("CREDVAULT_REFRESH_AHEAD must be 0 or more seconds.", id="credvault.E015")
+        )
+    return errors
 
 
 @register()

@@ -128,11 +128,9 @@ def _store_once(*, actor: Actor, credentials: CredentialSet) -> Stored:
         else:
             # The row is locked, so the generation read is current.
             service_id, generation = found.id, found.generation + 1
-        ring = key_ring()
-        fields = [
-            (key_name, *ring.seal(value, Place(account_id, service, key_name, generation)))
-            for key_name, value in credentials.fields
-        ]
+        fields = sealed(
+            account_id=account_id, service=service, generation=generation, fields=credentials.fields
+        )
         if found is None:
             queries.insert_fields(service_id=service_id, fields=fields)
         else:
@@ -146,6 +144,17 @@ def _store_once(*, actor: Actor, credentials: CredentialSet) -> Stored:
         operation = Operation.CONNECT_SERVICE if found is None else Operation.REPLACE_CREDENTIALS
         event = audit.record(actor, operation, service=service)
     return Stored(ServiceEntry(service, credentials.key_type, now), event)
+
+
+def sealed(
+    *, account_id: int, service: str, generation: int, fields: Sequence[tuple[str, Secret]]
+) -> list[queries.FieldRow]:
+    """A set's values sealed for its place: (keyName, key id, ciphertext) each."""
+    ring = key_ring()
+    return [
+        (key_name, *ring.seal(value, Place(account_id, service, key_name, generation)))
+        for key_name, value in fields
+    ]
 
 
 def store_credentials(*, actor: Actor, credentials: CredentialSet) -> Stored:

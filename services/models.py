@@ -86,6 +86,14 @@ class ApiToken(BearerToken):
         verbose_name = "API token"
 
 
+class ServiceStatus(models.TextChoices):
+    """Whether a connected service can be used (CONTRACT 12): an OAuth set whose refresh the
+    provider refused waits for the person to connect it again."""
+
+    CONNECTED = "connected", "connected"
+    REAUTHORIZATION_REQUIRED = "reauthorization_required", "reauthorization required"
+
+
 class ConnectedService(models.Model):
     """A service connected to an account: the current set of credential fields.
 
@@ -107,6 +115,13 @@ class ConnectedService(models.Model):
             "data of each stored value, so a value of an earlier set, copied back, fails to open."
         ),
     )
+
+    status = models.CharField(
+        max_length=32, choices=ServiceStatus.choices, default=ServiceStatus.CONNECTED
+    )
+    # While a worker refreshes this OAuth set (services/oauth.py), until when its claim holds:
+    # one refresh per service at a time, across workers and hosts.
+    refreshing_until = models.DateTimeField(null=True, blank=True, default=None)
 
     class Meta:
         ordering = ["account_id", "service"]
@@ -260,6 +275,13 @@ class AuditAction(models.TextChoices):
     ACCOUNTS_DEACTIVATE = "accounts.deactivate", "accounts.deactivate"
     ACCOUNTS_REACTIVATE = "accounts.reactivate", "accounts.reactivate"
     KEYS_REENCRYPT = "keys.reencrypt", "keys.reencrypt"
+    # OAuth (CONTRACT 12).
+    OAUTH_CLIENTS_PUT = "oauth_clients.put", "oauth_clients.put"
+    OAUTH_CLIENTS_LIST = "oauth_clients.list", "oauth_clients.list"
+    OAUTH_CLIENTS_DELETE = "oauth_clients.delete", "oauth_clients.delete"
+    OAUTH_CONNECT = "oauth.connect", "oauth.connect"
+    OAUTH_CALLBACK = "oauth.callback", "oauth.callback"
+    OAUTH_REFRESH = "oauth.refresh", "oauth.refresh"
 
 
 class AuditOutcome(models.TextChoices):
@@ -344,3 +366,57 @@ class AuditCheckpoint(models.Model):
 
     def __repr__(self) -> str:
         return f"<AuditCheckpoint {self.pk}: account {self.account_id}, seq {self.seq}>"
+
+
+class OAuthClient(models.Model):
+    """An account's OAuth client of one provider (CONTRACT 12). The client secret is sealed
+    like a credential value and never shown."""
+
+    account = models.ForeignKey(
+        Account, on_delete=models.CASCADE, related_name="oauth_clients", db_index=False
+    )
+    provider = models.CharField(max_length=64)
+    client_id = models.CharField(max_length=512)
+    key_id = models.CharField(max_length=32)
+    secret_ciphertext = models.BinaryField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["account_id", "provider"]
+        verbose_name = "OAuth client"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "provider"], name="uniq_oauth_client_per_account"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.provider
+
+    def __repr__(self) -> str:
+        return f"<OAuthClient {self.pk}: account {self.account_id}, {self.provider}>"
+
+
+class OAuthState(models.Model):
+    """A connect in progress: its state's SHA-256 digest (the state itself is only in the
+    authorization URL), bound to the account, the provider and the service it will store.
+    Single-use (deleted as it is used) and expiring. The PKCE verifier is derived from the
+    state and the server's SECRET_KEY, so it is stored nowhere."""
+
+    digest = models.CharField(max_length=64, unique=True)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="oauth_states")
+    provider = models.CharField(max_length=64)
+    service = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["expires_at"]
+        verbose_name = "OAuth state"
+
+    def __str__(self) -> str:
+        return f"{self.provider} connect"
+
+    def __repr__(self) -> str:
+        return f"<OAuthState {self.pk}: account {self.account_id}, {self.provider}>"

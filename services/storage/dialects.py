@@ -73,14 +73,14 @@ class Dialect:
             ),
         }
         self.list_services = (
-            f"SELECT service, key_type, connected_at FROM {table(ConnectedService)} "
+            f"SELECT service, key_type, connected_at, status FROM {table(ConnectedService)} "
             "WHERE account_id = %s ORDER BY service"
         )
         # The agent read: grant, service and fields in one statement. No row: no grant; a row
         # without fields: nothing stored; otherwise the fields of one committed store.
         self.read_granted_set = (
             "SELECT g.access, g.methods, g.paths, s.key_type, s.connected_at, s.generation, "
-            f"f.id, f.key_name, f.key_id, f.ciphertext FROM {table(Grant)} g "
+            f"s.status, f.id, f.key_name, f.key_id, f.ciphertext FROM {table(Grant)} g "
             f"LEFT JOIN {table(ConnectedService)} s "
             "ON s.account_id = %s AND s.service = g.service "
             f"LEFT JOIN {table(CredentialField)} f ON f.connected_service_id = s.id "
@@ -88,7 +88,7 @@ class Dialect:
         )
         self.move_service = (
             f"UPDATE {table(ConnectedService)} SET generation = %s, key_type = %s, "
-            "connected_at = %s WHERE id = %s"
+            "connected_at = %s, status = 'connected', refreshing_until = NULL WHERE id = %s"
         )
         self.audit_insert = (
             f"INSERT INTO {table(AuditEvent)} ({', '.join(AUDIT_GIVEN)}, seq, prev_digest, "

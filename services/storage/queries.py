@@ -71,6 +71,7 @@ class ServiceRow:
     service: str
     key_type: str
     connected_at: datetime
+    status: str = "connected"
 
 
 def list_services(*, account_id: int) -> list[ServiceRow]:
@@ -81,7 +82,9 @@ def list_services(*, account_id: int) -> list[ServiceRow]:
         cursor.execute(dialect.list_services, [account_id])
         rows = cursor.fetchall()
     read = dialect.read_datetime
-    return [ServiceRow(service, key_type, read(at)) for service, key_type, at in rows]
+    return [
+        ServiceRow(service, key_type, read(at), status) for service, key_type, at, status in rows
+    ]
 
 
 def lock_audit_head(*, account_id: int) -> None:
@@ -155,6 +158,7 @@ class GrantedSet:
     key_type: str | None
     connected_at: datetime | None
     generation: int | None
+    status: str | None
     fields: tuple[StoredField, ...]
 
 
@@ -168,8 +172,8 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
         rows = cursor.fetchall()
     if not rows:
         return None
-    access, methods, paths, key_type, connected_at, generation = rows[0][:6]
-    fields = tuple(StoredField(*row[6:]) for row in rows if row[6] is not None)
+    access, methods, paths, key_type, connected_at, generation, status = rows[0][:7]
+    fields = tuple(StoredField(*row[7:]) for row in rows if row[7] is not None)
     return GrantedSet(
         access,
         tuple(_json_list(methods)),
@@ -177,6 +181,7 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
         key_type,
         dialect.read_datetime(connected_at),
         generation,
+        status,
         fields,
     )
 
