@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from services.api import docs, errors, health
+from services.api import docs, errors, health, oauth_views
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/schema", docs.SchemaView.as_view(), name="schema"),
     path("api/docs", docs.DocsView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include("services.api.urls")),
+    path("oauth/callback", oauth_views.callback, name="oauth-callback"),
     path("admin/", admin.site.urls),
 ]
 

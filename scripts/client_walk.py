@@ -7,8 +7,9 @@ provider on 127.0.0.1 that refuses every key, as GitHub refuses `ghp_example`), 
 temporary directory under var/, imports it as generated (no edit) and walks: list, test, store,
 verify on store, a refused store, the provider list, an agent with a grant, its token, the agent
 read, brokered calls refused without a grant, the grant removed, the service removed, the agent
-deleted, a token revoked, and the audit pages. Every answer must have the documented status
-and parse into the documented model. Prints the figures; exits non-zero naming the first mismatch.
+deleted, a token revoked, an OAuth client and a connect link, and the audit pages. Every answer
+must have the documented status and parse into the documented model. Prints the figures; exits
+non-zero naming the first mismatch.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def walk(w: Walk) -> tuple[int, int]:
             credentials=[entry(key_name=name, value=value) for name, value in values.items()],
         )
 
-    expect("services at first", w.call("services", "list_services", 200, "ConnectedService"), [])
+    expect("services at first", w.call("services", "list_services", 200, "ListedService"), [])
 
     result = w.call(
         "services",
@@ -219,8 +220,9 @@ def walk(w: Walk) -> tuple[int, int]:
         body=credentials("slack", access_token="xoxp-example", refresh_token="xoxe-example"),  # noqa: S106
     )
     expect("OAuth keyType", str(slack.key_type), "oauth")
-    listed = w.call("services", "list_services", 200, "ConnectedService")
+    listed = w.call("services", "list_services", 200, "ListedService")
     expect("services listed", [s.service for s in listed], ["github", "slack"])
+    expect("services' status", [str(s.status) for s in listed], ["connected", "connected"])
 
     refused = w.problem(
         "services",
@@ -376,6 +378,33 @@ def walk(w: Walk) -> tuple[int, int]:
         "invalid_token",
         service="slack",
         client=w.client(spare.token),
+    )
+
+    # OAuth (CONTRACT 12): a client, a connect link, the list, the client removed.
+    w.call(
+        "oauth",
+        "put_oauth_client",
+        201,
+        "OAuthClient",
+        provider="github",
+        body=w.model("OAuthClientInput")(
+            client_id="walk-client",
+            client_secret="walk-secret",  # noqa: S106 - a throwaway server's test value
+        ),
+    )
+    w.call("oauth", "list_oauth_clients", 200, "OAuthClient")
+    link = w.call(
+        "oauth", "connect", 201, "Connect", provider="github", body=w.model("ConnectInput")()
+    )
+    expect("the connect link's redirect", "redirect_uri=" in link.authorize_url, True)
+    w.call("oauth", "delete_oauth_client", 204, None, provider="github")
+    w.problem(
+        "oauth",
+        "connect",
+        404,
+        "oauth_client_not_found",
+        provider="github",
+        body=w.model("ConnectInput")(),
     )
 
     seen: list[int] = []

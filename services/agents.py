@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from services import audit, tokens
+from services import audit, oauth, tokens
 from services.accounts import IssuedToken, create_token, expires_at
 from services.audit import Actor, Operation
 from services.crypto import Place, key_ring
@@ -237,7 +237,7 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
         raise ReadNotGranted()
     if not found.fields:
         raise ServiceNotConnected()
-    fields = open_fields(actor=actor, service=service, found=found)
+    fields = oauth.usable_fields(actor=actor, service=service, found=found)
     audit.record(actor, Operation.READ_CREDENTIALS, service=service)
     return AgentCredentials(
         service=service,

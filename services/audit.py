@@ -56,6 +56,8 @@ GENESIS = "0" * 64
 # changes a staff user makes in the admin (the user's name goes in the request id).
 COMMAND_ACTOR = "cli"
 STAFF_ACTOR = "admin"
+# The OAuth callback: a person's browser, with no token.
+BROWSER_ACTOR = "browser"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,14 @@ class Operation(Enum):
     READ_CREDENTIALS = (AuditAction.AGENT_READ, 200)
     # Its status is the provider's, passed back (`record(upstream_status=...)`).
     PROXY_CALL = (AuditAction.AGENT_PROXY, 200)
+    # OAuth (CONTRACT 12). A refresh made for an agent's request is recorded with its actor.
+    CREATE_OAUTH_CLIENT = (AuditAction.OAUTH_CLIENTS_PUT, 201)
+    REPLACE_OAUTH_CLIENT = (AuditAction.OAUTH_CLIENTS_PUT, 200)
+    LIST_OAUTH_CLIENTS = (AuditAction.OAUTH_CLIENTS_LIST, 200)
+    DELETE_OAUTH_CLIENT = (AuditAction.OAUTH_CLIENTS_DELETE, 204)
+    START_CONNECT = (AuditAction.OAUTH_CONNECT, 201)
+    FINISH_CONNECT = (AuditAction.OAUTH_CALLBACK, 200)
+    REFRESH = (AuditAction.OAUTH_REFRESH, 200)
     # Management commands and the admin: no HTTP answer, so the status an API would give.
     ISSUE_TOKEN = (AuditAction.TOKENS_ISSUE, 201)
     REVOKE_TOKEN = (AuditAction.TOKENS_REVOKE, 204)

@@ -143,6 +143,32 @@ class UpstreamUnavailable(ProblemError):
     default_detail = "The provider could not be reached."
 
 
+class ReauthorizationRequired(ProblemError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "reauthorization_required"
+    default_detail = (
+        "The provider refused to refresh this OAuth connection: the person connects it again."
+    )
+
+
+class ProviderUnavailable(ProblemError):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "provider_unavailable"
+    default_detail = "The provider's token URL could not be reached; nothing was changed."
+
+
+class OAuthNotSupported(ProblemError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "oauth_not_supported"
+    default_detail = "The catalog has no OAuth connection for this provider."
+
+
+class OAuthClientNotFound(ProblemError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "oauth_client_not_found"
+    default_detail = "The account has no OAuth client for this provider."
+
+
 class InsufficientScope(ProblemError):
     """An agent token on the account API or an account token on the agent API (RFC 6750)."""
 

@@ -20,7 +20,8 @@ from urllib.parse import quote, unquote_to_bytes, urlsplit
 from django.conf import settings
 
 from providers import catalog, outbound, placement, verification
-from services import agents, audit
+from providers.identifiers import OAUTH
+from services import agents, audit, oauth
 from services.audit import Actor, Operation
 from services.exceptions import (
     InvalidProxyPath,
@@ -34,6 +35,9 @@ from services.exceptions import (
 from services.storage.connections import give_back_connections
 
 REDACTED = b"[REDACTED]"
+# A call answered 401 for an OAuth set is refreshed once and retried once with these methods
+# (CONTRACT 12): the ones a provider may receive twice.
+RETRIED_AFTER_REFRESH = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 MAX_PATH_LENGTH = 2048
 # Headers of the agent's request that never reach the provider: credentials and identity of
 # the agent's own hop, and hop-by-hop headers (RFC 9110 7.6.1). The credential placement's own
@@ -228,7 +232,43 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
             "catalog with CREDVAULT_EXTRA_CATALOG."
         )
     destination = destination_for(provider)
-    fields = agents.open_fields(actor=actor, service=service, found=found)
+    fields = oauth.usable_fields(actor=actor, service=service, found=found)
+    answer, sent = _send(provider, destination, fields, request, path)
+    if (
+        answer.status == 401
+        and found.key_type == OAUTH
+        and request.method in RETRIED_AFTER_REFRESH
+        and any(name == "refresh_token" for name, _ in fields)
+    ):
+        # The provider no longer takes the access token: refreshed once, retried once.
+        oauth.refresh_service(actor=actor, service=service, generation=found.generation or 0)
+        fresh = agents.granted_set(actor=actor, service=service)
+        if fresh is None or not _granted(fresh, request.method, path) or not fresh.fields:
+            raise NotGranted()
+        fields = oauth.usable_fields(actor=actor, service=service, found=fresh)
+        answer, sent = _send(provider, destination, fields, request, path)
+    proxied = _answer(answer, sent)
+    audit.record(
+        actor,
+        Operation.PROXY_CALL,
+        status=proxied.status,
+        service=service,
+        method=request.method,
+        path=request.raw_path or "/",
+        upstream_status=proxied.status,
+    )
+    return proxied
+
+
+def _send(
+    provider: catalog.Provider,
+    destination: outbound.Destination,
+    fields: list,
+    request: ProxyRequest,
+    path: str,
+) -> tuple[outbound.Answer, tuple[str, ...]]:
+    """One request to the provider with the set's credential placed: its answer, and every
+    form the credential was sent in (for the redaction)."""
     placed = _placement(provider, dict(fields))
     target = destination.base_path + placed.path_prefix + encoded(path)
     if request.query:
@@ -255,17 +295,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
         )
     except outbound.OutboundError as exc:
         raise _failure(exc.kind) from None
-    proxied = _answer(answer, placed.sent)
-    audit.record(
-        actor,
-        Operation.PROXY_CALL,
-        status=proxied.status,
-        service=service,
-        method=request.method,
-        path=request.raw_path or "/",
-        upstream_status=proxied.status,
-    )
-    return proxied
+    return answer, placed.sent
 
 
 def _failure(kind: outbound.Failure) -> Exception:

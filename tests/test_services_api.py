@@ -33,15 +33,17 @@ class TestList:
         assert response["Content-Type"] == "application/json"
         assert response.json() == []
 
-    def test_lists_exactly_three_members_sorted_by_service(self, alice_api):
+    def test_lists_exactly_four_members_sorted_by_service(self, alice_api):
+        """The seed's three members, and CONTRACT 12's `status`."""
         for service in ("zeta", "alpha", "Mid Service"):
             assert alice_api.store(service, creds(api_key="v")).status_code == 201
         body = alice_api.list().json()
         assert [entry["service"] for entry in body] == ["alpha", "mid-service", "zeta"]
         for entry in body:
-            assert set(entry) == {"service", "connectedAt", "keyType"}
+            assert set(entry) == {"service", "connectedAt", "keyType", "status"}
             assert RFC3339_UTC.fullmatch(entry["connectedAt"])
             assert entry["keyType"] == "api_key"
+            assert entry["status"] == "connected"
 
 
 @pytest.mark.django_db

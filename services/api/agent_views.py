@@ -219,7 +219,7 @@ class AgentCredentialsView(AuditedAPIView):
         description="One complete stored set, read in one statement: never a mix of two "
         "stores. 403 not_granted without a grant, read_not_granted with a grant for brokered "
         "calls only (access proxy); 404 service_not_connected with a grant but nothing stored.",
-        responses={200: AgentCredentialsSerializer, **problems(404)},
+        responses={200: AgentCredentialsSerializer, **problems(404, 409)},
         parameters=[path_identifier("service", "A granted service.", "github")],
     )
     def get(self, request: ApiRequest, service: str) -> Response:

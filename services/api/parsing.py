@@ -25,8 +25,10 @@ from services.agents import GrantSpec
 from services.api.serializers import (
     AgentInputSerializer,
     AgentTokenInputSerializer,
+    ConnectInputSerializer,
     CredentialInputSerializer,
     GrantEntryField,
+    OAuthClientInputSerializer,
     ServiceIdentifierField,
 )
 from services.api.wsgi import MAX_BODY_BYTES
@@ -396,3 +398,21 @@ def parse_token_request(request: Request) -> int | None:
         return None  # no body: no options, whatever the media type says
     document = _checked(AGENT_TOKEN_REQUEST, read_json_body(request))
     return document.get("expiresInDays")
+
+
+OAUTH_CLIENT_INPUT = compile_shape(OAuthClientInputSerializer())
+CONNECT_INPUT = compile_shape(ConnectInputSerializer())
+
+
+def read_oauth_client(request: Request) -> tuple[str, Secret]:
+    """`{clientId, clientSecret}`: the id, and the secret masked."""
+    document = _checked(OAUTH_CLIENT_INPUT, read_json_body(request))
+    return document["clientId"], Secret(document["clientSecret"])
+
+
+def read_connect_options(request: Request) -> tuple[list[str] | None, str | None]:
+    """The optional `{scopes, service}` of a connect (an absent body: the defaults)."""
+    if request.META.get("CONTENT_LENGTH") in (None, "", "0"):
+        return None, None
+    document = _checked(CONNECT_INPUT, read_json_body(request))
+    return document.get("scopes"), document.get("service")

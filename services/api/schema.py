@@ -40,12 +40,15 @@ PROBLEM_DESCRIPTIONS = {
     "grant for the service or a brokered call's method or path outside it (not_granted), or "
     "a plaintext read under a grant for brokered calls only (read_not_granted).",
     404: "Not connected (service_not_connected), no such agent (agent_not_found), no such "
-    "token (token_not_found), or no such path (not_found: a path parameter holding `/`).",
+    "token (token_not_found), no OAuth for the provider (oauth_not_supported) or no OAuth "
+    "client of the account for it (oauth_client_not_found), or no such path (not_found: a "
+    "path parameter holding `/`).",
     405: "Method not allowed (method_not_allowed); see the Allow header.",
     408: "The body did not arrive within CREDVAULT_BODY_TIMEOUT (request_timeout); nothing "
     "was processed.",
     409: "The account has reached CREDVAULT_MAX_SERVICES_PER_ACCOUNT (service_limit_reached), "
-    "or credvault cannot make calls for the service (not_proxyable).",
+    "credvault cannot make calls for the service (not_proxyable), or the provider refused to "
+    "refresh its OAuth set (reauthorization_required: the person connects it again).",
     411: "A chunked body without Content-Length on a server that cannot mark its end "
     "(length_required). gunicorn marks it; other WSGI servers may not.",
     413: f"Body over {BODY_LIMIT}, or a brokered call's over CREDVAULT_PROXY_MAX_BODY "
@@ -61,7 +64,8 @@ PROBLEM_DESCRIPTIONS = {
     502: "A brokered call got no usable answer: the provider could not be reached or its "
     "address is not a public one (upstream_unavailable), or its answer is over "
     "CREDVAULT_PROXY_MAX_RESPONSE (upstream_too_large).",
-    503: "The database cannot be reached (service_unavailable).",
+    503: "The database cannot be reached (service_unavailable), or an OAuth set's token URL "
+    "could not be reached to refresh it (provider_unavailable; nothing changed).",
     504: "A brokered call's provider did not answer within CREDVAULT_PROXY_TIMEOUT "
     "(upstream_timeout).",
 }
@@ -278,6 +282,23 @@ CREDENTIAL_EXAMPLES = [
 AGENT_EXAMPLES = [
     OpenApiExample(
         "Grant two services", value={"services": ["github", "slack"]}, request_only=True
+    ),
+]
+
+OAUTH_CLIENT_EXAMPLES = [
+    OpenApiExample(
+        "A GitHub OAuth app",
+        value={"clientId": "Iv1.0123456789abcdef", "clientSecret": "0123456789abcdef0123"},
+        request_only=True,
+    ),
+]
+
+CONNECT_EXAMPLES = [
+    OpenApiExample("The catalog's scopes", value={}, request_only=True),
+    OpenApiExample(
+        "Chosen scopes, stored as another service",
+        value={"scopes": ["read:user", "repo"], "service": "github-work"},
+        request_only=True,
     ),
 ]
 

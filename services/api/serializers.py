@@ -29,7 +29,14 @@ from providers.identifiers import (
 from providers.listing import shapes_text
 from providers.verification import Reason
 from services.exceptions import FieldErrorCode, problem_code_choices
-from services.models import PROXY_METHODS, AuditAction, AuditOutcome, GrantAccess, KeyType
+from services.models import (
+    PROXY_METHODS,
+    AuditAction,
+    AuditOutcome,
+    GrantAccess,
+    KeyType,
+    ServiceStatus,
+)
 from services.tokens import MAX_LIFETIME_DAYS
 
 MAX_CREDENTIALS = 20
@@ -100,6 +107,14 @@ class ConnectedServiceSerializer(serializers.Serializer):
         "2026-11-21T09:30:12.345678Z."
     )
     keyType = serializers.ChoiceField(choices=KeyType.choices)
+
+
+class ListedServiceSerializer(ConnectedServiceSerializer):
+    status = serializers.ChoiceField(
+        choices=ServiceStatus.choices,
+        help_text="`reauthorization_required` when the provider refused to refresh an OAuth "
+        "set: the person connects the service again (CONTRACT 12).",
+    )
 
 
 class CredentialEntrySerializer(serializers.Serializer):
@@ -319,3 +334,46 @@ class AuditPageSerializer(serializers.Serializer):
     next = serializers.CharField(
         allow_null=True, help_text="Pass as `before` for the next page; null on the last."
     )
+
+
+# --- OAuth (CONTRACT 12) -----------------------------------------------------------------------
+
+MAX_OAUTH_SCOPES = 50
+
+
+class OAuthClientInputSerializer(serializers.Serializer):
+    clientId = serializers.CharField(
+        min_length=1, max_length=512, trim_whitespace=False, help_text="The OAuth app's client id."
+    )
+    clientSecret = serializers.CharField(
+        min_length=1,
+        max_length=MAX_VALUE_CHARS,
+        trim_whitespace=False,
+        help_text="The OAuth app's client secret: sealed, never returned.",
+    )
+
+
+class OAuthClientSerializer(serializers.Serializer):
+    provider = serializers.CharField(help_text="Catalog provider id.")
+    clientId = serializers.CharField()
+    createdAt = serializers.DateTimeField(help_text="RFC 3339 UTC time it was stored.")
+
+
+class ConnectInputSerializer(serializers.Serializer):
+    """Options of a connect; the body may be left out."""
+
+    scopes = serializers.ListField(
+        child=serializers.CharField(min_length=1, max_length=256, trim_whitespace=False),
+        max_length=MAX_OAUTH_SCOPES,
+        required=False,
+        help_text="The scopes to ask for; the catalog's defaults when absent.",
+    )
+    service = ServiceIdentifierField(
+        required=False,
+        help_text="The service identifier the set is stored as; the provider's id when absent.",
+    )
+
+
+class ConnectSerializer(serializers.Serializer):
+    authorizeUrl = serializers.CharField(help_text="Where to send the person's browser.")
+    expiresAt = serializers.DateTimeField(help_text="When the link stops working (10 minutes).")

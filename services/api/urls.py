@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from services.api import agent_views, audit_views, proxy_views, views
+from services.api import agent_views, audit_views, oauth_views, proxy_views, views
 
 # Any text at all, control characters included, to the very end (`\Z`: `$` also matches
 # before a final newline). With `.*`, which stops at a newline, `line%0Abreak` was a 404,
@@ -33,6 +33,11 @@ urlpatterns = [
         name="service-credentials",
     ),
     path("providers", views.ProviderListView.as_view(), name="provider-list"),
+    path("oauth-clients", oauth_views.OAuthClientListView.as_view(), name="oauth-client-list"),
+    path(
+        "oauth-clients/<str:provider>", oauth_views.OAuthClientView.as_view(), name="oauth-client"
+    ),
+    path("connect/<str:provider>", oauth_views.ConnectView.as_view(), name="connect"),
     path("agents", agent_views.AgentListView.as_view(), name="agent-list"),
     path("agents/<str:name>", agent_views.AgentView.as_view(), name="agent"),
     path("agents/<str:name>/tokens", agent_views.AgentTokenView.as_view(), name="agent-tokens"),

@@ -16,6 +16,7 @@ from services.api.schema import CREDENTIAL_EXAMPLES, path_identifier, problems
 from services.api.serializers import (
     ConnectedServiceSerializer,
     CredentialInputSerializer,
+    ListedServiceSerializer,
     ProviderSerializer,
     VerificationResultSerializer,
 )
@@ -45,11 +46,13 @@ class ServiceListView(AccountAPIView):
         operation_id="list_services",
         summary="List connected services",
         tags=["services"],
-        responses={200: ConnectedServiceSerializer(many=True)},
+        responses={200: ListedServiceSerializer(many=True)},
     )
     def get(self, request: ApiRequest) -> Response:
         services = credentials.list_services(actor=request.context.actor)
-        return Response([service_body(connected) for connected in services])
+        return Response(
+            [{**service_body(connected), "status": connected.status} for connected in services]
+        )
 
 
 class ServiceTestView(AccountAPIView):

@@ -1,0 +1,155 @@
+"""OAuth clients, the connect endpoint (account API) and the callback page a person's browser
+lands on (CONTRACT 12). Thin views: read input, call one function, render."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_safe
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.response import Response
+
+from services import oauth
+from services.api.context import ApiRequest
+from services.api.parsing import read_connect_options, read_oauth_client
+from services.api.schema import (
+    CONNECT_EXAMPLES,
+    OAUTH_CLIENT_EXAMPLES,
+    path_identifier,
+    problems,
+)
+from services.api.serializers import (
+    ConnectInputSerializer,
+    ConnectSerializer,
+    OAuthClientInputSerializer,
+    OAuthClientSerializer,
+)
+from services.api.views import AccountAPIView
+from services.audit import Operation
+from services.models import OAuthClient
+from services.times import rfc3339
+
+PROVIDER_PARAMETER = path_identifier("provider", "A catalog provider with OAuth.", "github")
+# The callback page: no script, no frame, nothing loaded from anywhere; its one style inline.
+CALLBACK_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'"
+)
+
+
+def client_body(client: OAuthClient) -> dict[str, str]:
+    return {
+        "provider": client.provider,
+        "clientId": client.client_id,
+        "createdAt": rfc3339(client.created_at),
+    }
+
+
+class OAuthClientListView(AccountAPIView):
+    http_method_names = ["get", "head"]
+    operations = {"get": Operation.LIST_OAUTH_CLIENTS}
+
+    @extend_schema(
+        operation_id="list_oauth_clients",
+        summary="List the account's OAuth clients",
+        tags=["oauth"],
+        responses={200: OAuthClientSerializer(many=True)},
+    )
+    def get(self, request: ApiRequest) -> Response:
+        clients = oauth.list_clients(actor=request.context.actor)
+        return Response([client_body(client) for client in clients])
+
+
+class OAuthClientView(AccountAPIView):
+    http_method_names = ["put", "delete"]
+    operations = {"put": Operation.CREATE_OAUTH_CLIENT, "delete": Operation.DELETE_OAUTH_CLIENT}
+
+    @extend_schema(
+        operation_id="put_oauth_client",
+        summary="Store or replace the account's OAuth client of a provider",
+        tags=["oauth"],
+        parameters=[PROVIDER_PARAMETER],
+        request=OAuthClientInputSerializer,
+        examples=OAUTH_CLIENT_EXAMPLES,
+        responses={
+            200: OpenApiResponse(OAuthClientSerializer, description="Replaced."),
+            201: OpenApiResponse(OAuthClientSerializer, description="Stored."),
+            **problems(404, 413, 415),
+        },
+    )
+    def put(self, request: ApiRequest, provider: str) -> Response:
+        client_id, client_secret = read_oauth_client(request)
+        client, status = oauth.put_client(
+            actor=request.context.actor,
+            provider=provider,
+            client_id=client_id,
+            client_secret=client_secret,
+        )
+        return Response(client_body(client), status=status)
+
+    @extend_schema(
+        operation_id="delete_oauth_client",
+        summary="Remove the account's OAuth client of a provider",
+        tags=["oauth"],
+        parameters=[PROVIDER_PARAMETER],
+        responses={204: OpenApiResponse(description="Removed."), **problems(404)},
+    )
+    def delete(self, request: ApiRequest, provider: str) -> Response:
+        oauth.delete_client(actor=request.context.actor, provider=provider)
+        return Response(status=204)
+
+
+class ConnectView(AccountAPIView):
+    http_method_names = ["post"]
+    operations = {"post": Operation.START_CONNECT}
+
+    @extend_schema(
+        operation_id="connect",
+        summary="Start connecting a provider by OAuth in a browser",
+        tags=["oauth"],
+        description=(
+            "Answers the URL to send the person's browser to. The link is single-use and "
+            "expires in 10 minutes; the provider then sends the browser to "
+            "`{CREDVAULT_PUBLIC_URL}/oauth/callback`, which stores the set."
+        ),
+        parameters=[PROVIDER_PARAMETER],
+        request=ConnectInputSerializer,
+        examples=CONNECT_EXAMPLES,
+        responses={201: ConnectSerializer, **problems(404, 413, 415)},
+    )
+    def post(self, request: ApiRequest, provider: str) -> Response:
+        scopes, service = read_connect_options(request)
+        connect = oauth.start_connect(
+            actor=request.context.actor, provider=provider, scopes=scopes, service=service
+        )
+        return Response(
+            {"authorizeUrl": connect.authorize_url, "expiresAt": rfc3339(connect.expires_at)},
+            status=201,
+        )
+
+
+@require_safe
+def callback(request: HttpRequest) -> HttpResponse:
+    """The page the provider sends the person's browser to: which service is now connected,
+    or why not. Never a value; never cached; nothing loaded."""
+    try:
+        connected = oauth.finish_connect(
+            state=request.GET.get("state", ""),
+            code=request.GET.get("code", ""),
+            error=request.GET.get("error", ""),
+            request_id=request.context.request_id,  # type: ignore[attr-defined]
+        )
+    except oauth.CallbackFailed as failed:
+        context, status = {"connected": False, "reason": failed.reason}, failed.status
+    else:
+        context = {
+            "connected": True,
+            "provider": connected.provider_name,
+            "service": connected.service,
+        }
+        status = 200
+    response = HttpResponse(render_to_string("oauth/callback.html", context), status=status)
+    response["Cache-Control"] = "no-store"
+    response["Content-Security-Policy"] = CALLBACK_POLICY
+    response["Referrer-Policy"] = "no-referrer"
+    return response

@@ -1,0 +1,471 @@
+"""OAuth (CONTRACT 12) against a real provider stand-in on 127.0.0.1 (tests/oauth_server.py):
+clients, connect and callback, refresh on use, the failure classes, `refresh_tokens`."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import threading
+import urllib.request
+from collections import Counter
+from datetime import timedelta
+from io import StringIO
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from services import oauth as oauth_module
+from services.models import AuditEvent, ConnectedService, OAuthClient, OAuthState
+from tests.oauth_server import OAuthServer
+from tests.support import assert_problem, creds, marked
+from tests.test_agents import agent_token, put_agent
+from tests.test_proxy import call
+from tests.test_store_atomicity import opened_set
+
+PUBLIC_URL = "http://testserver"
+CLIENT_ID = "client-id-1"
+
+
+@pytest.fixture
+def stand_in(settings):
+    server = OAuthServer().start()
+    settings.CREDVAULT_PUBLIC_URL = PUBLIC_URL
+    urls = {"authorize": f"{server.url}/authorize", "token": f"{server.url}/token"}
+    settings.CREDVAULT_PROVIDER_OAUTH_URLS = json.dumps({"github": urls, "zoom": urls})
+    settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps(
+        {"github": f"{server.url}/api", "zoom": f"{server.url}/api"}
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client_secret(alice_api):
+    secret = marked("client-secret")
+    response = put_client(alice_api, "github", secret)
+    assert response.status_code == 201, response.content
+    return secret
+
+
+def put_client(api, provider: str, secret: str, client_id: str = CLIENT_ID):
+    body = json.dumps({"clientId": client_id, "clientSecret": secret})
+    return api.raw("PUT", f"/api/v1/oauth-clients/{provider}", body)
+
+
+def connect(api, provider: str = "github", body: dict | None = None):
+    return api.raw("POST", f"/api/v1/connect/{provider}", json.dumps(body) if body else b"")
+
+
+def consent(stand_in: OAuthServer, authorize_url: str) -> dict[str, str]:
+    """What the provider sends the browser back with, as its consent page's link holds it."""
+    assert authorize_url.startswith(f"{stand_in.url}/authorize?")
+    with urllib.request.urlopen(authorize_url) as answer:  # noqa: S310 - the loopback stand-in
+        text = answer.read().decode()
+    link = text.split('href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    return {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+
+
+def callback(**params: str):
+    return Client(raise_request_exception=False).get("/oauth/callback", params)
+
+
+def connected_github(alice_api, stand_in) -> str:
+    """A whole connect: the set stored as `github`; the page's text."""
+    url = connect(alice_api).json()["authorizeUrl"]
+    page = callback(**consent(stand_in, url))
+    assert page.status_code == 200, page.content
+    return page.content.decode()
+
+
+@pytest.mark.django_db
+class TestClients:
+    def test_the_secret_is_sealed_and_never_returned(self, alice_api, stand_in):
+        secret = marked("client-secret")
+        assert put_client(alice_api, "github", secret).status_code == 201
+        assert put_client(alice_api, "github", secret, client_id="other").status_code == 200
+        listed = alice_api.raw("GET", "/api/v1/oauth-clients")
+        assert listed.status_code == 200
+        [entry] = listed.json()
+        assert entry["provider"] == "github"
+        assert entry["clientId"] == "other"
+        assert set(entry) == {"provider", "clientId", "createdAt"}
+        assert secret not in listed.content.decode()
+        row = OAuthClient.objects.get()
+        assert secret.encode() not in bytes(row.secret_ciphertext)
+        assert secret not in repr(row)
+        assert secret not in str(row)
+        assert alice_api.raw("DELETE", "/api/v1/oauth-clients/github").status_code == 204
+        assert_problem(
+            alice_api.raw("DELETE", "/api/v1/oauth-clients/github"), 404, "oauth_client_not_found"
+        )
+
+    def test_a_provider_without_oauth_is_refused(self, alice_api, stand_in):
+        assert_problem(put_client(alice_api, "openai", "x"), 404, "oauth_not_supported")
+        assert not OAuthClient.objects.exists()
+
+
+@pytest.mark.django_db
+class TestConnect:
+    def test_the_authorize_urls_parameters(self, alice_api, stand_in, client_secret):
+        response = connect(alice_api)
+        assert response.status_code == 201
+        body = response.json()
+        url = urlsplit(body["authorizeUrl"])
+        assert f"{url.scheme}://{url.netloc}{url.path}" == f"{stand_in.url}/authorize"
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        assert query["response_type"] == "code"
+        assert query["client_id"] == CLIENT_ID
+        assert query["redirect_uri"] == f"{PUBLIC_URL}/oauth/callback"
+        assert query["code_challenge_method"] == "S256"
+        assert len(query["state"]) >= 40
+        assert "scope" in query
+        assert client_secret not in body["authorizeUrl"]
+        state = OAuthState.objects.get()
+        assert state.digest == hashlib.sha256(query["state"].encode()).hexdigest()
+        assert query["state"] not in json.dumps(list(OAuthState.objects.values()), default=str)
+
+    def test_the_code_exchange_as_the_provider_receives_it(
+        self, alice_api, stand_in, client_secret
+    ):
+        url = connect(alice_api).json()["authorizeUrl"]
+        challenge = parse_qs(urlsplit(url).query)["code_challenge"][0]
+        page = callback(**consent(stand_in, url))
+        assert page.status_code == 200
+        [exchange] = stand_in.token_requests
+        form = exchange.form
+        assert form["grant_type"] == "authorization_code"
+        assert form["redirect_uri"] == f"{PUBLIC_URL}/oauth/callback"
+        verifier = form["code_verifier"]
+        digest = hashlib.sha256(verifier.encode()).digest()
+        assert base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == challenge
+        # GitHub: the client authenticates in the form (client_secret_post).
+        assert form["client_id"] == CLIENT_ID
+        assert form["client_secret"] == client_secret
+        assert "authorization" not in exchange.headers
+
+    def test_client_secret_basic(self, alice_api, stand_in):
+        secret = marked("zoom-secret")
+        assert put_client(alice_api, "zoom", secret).status_code == 201
+        url = connect(alice_api, "zoom").json()["authorizeUrl"]
+        assert callback(**consent(stand_in, url)).status_code == 200
+        [exchange] = stand_in.token_requests
+        assert "client_secret" not in exchange.form
+        pair = base64.b64decode(exchange.headers["authorization"].removeprefix("Basic "))
+        assert pair.decode() == f"{CLIENT_ID}:{secret}"
+
+    def test_the_whole_flow_stores_the_set_and_says_so(self, alice_api, stand_in, client_secret):
+        page = connected_github(alice_api, stand_in)
+        assert "GitHub is connected" in page
+        service = ConnectedService.objects.get(service="github")
+        stored = opened_set(service)
+        assert set(stored) >= {"access_token", "refresh_token", "expires_at", "token_type"}
+        assert stored["access_token"] in stand_in.access_tokens
+        for value in stored.values():
+            if value.startswith("MARKED-SECRET"):
+                assert value not in page
+        assert alice_api.list().json()[0]["status"] == "connected"
+        actions = list(AuditEvent.objects.values_list("action", "outcome"))
+        assert ("oauth.callback", "success") in actions
+        assert ("oauth.connect", "success") in actions
+
+    def test_the_page_is_not_cached_and_loads_nothing(self, alice_api, stand_in, client_secret):
+        url = connect(alice_api).json()["authorizeUrl"]
+        page = callback(**consent(stand_in, url))
+        assert page["Cache-Control"] == "no-store"
+        assert "default-src 'none'" in page["Content-Security-Policy"]
+        assert "<script" not in page.content.decode()
+
+    def test_a_replayed_state_is_refused_with_nothing_more_stored(
+        self, alice_api, stand_in, client_secret
+    ):
+        url = connect(alice_api).json()["authorizeUrl"]
+        back = consent(stand_in, url)
+        assert callback(**back).status_code == 200
+        generation = ConnectedService.objects.get().generation
+        again = callback(**back)
+        assert again.status_code == 400
+        assert "unknown or was used" in again.content.decode()
+        assert ConnectedService.objects.get().generation == generation
+        assert len(stand_in.token_requests) == 1
+
+    def test_an_unknown_state_sends_nothing(self, alice_api, stand_in, client_secret):
+        page = callback(state="made-up", code="code-1")
+        assert page.status_code == 400
+        assert stand_in.token_requests == []
+        assert not ConnectedService.objects.exists()
+
+    def test_an_expired_state_sends_nothing(self, alice_api, stand_in, client_secret):
+        url = connect(alice_api).json()["authorizeUrl"]
+        OAuthState.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+        page = callback(**consent(stand_in, url))
+        assert page.status_code == 400
+        assert "expired" in page.content.decode()
+        assert stand_in.token_requests == []
+        assert not ConnectedService.objects.exists()
+
+    def test_another_accounts_state_stores_for_that_account_only(
+        self, alice_api, bob_api, stand_in, client_secret
+    ):
+        """The state binds the account: whoever's browser brings it back, the set goes to the
+        account that started the connect, never to another."""
+        url = connect(alice_api).json()["authorizeUrl"]
+        assert callback(**consent(stand_in, url)).status_code == 200
+        assert bob_api.list().json() == []
+        assert [s["service"] for s in alice_api.list().json()] == ["github"]
+
+    def test_the_providers_error_is_shown_and_nothing_stored(
+        self, alice_api, stand_in, client_secret
+    ):
+        url = connect(alice_api).json()["authorizeUrl"]
+        state = parse_qs(urlsplit(url).query)["state"][0]
+        page = callback(state=state, error="access_denied")
+        assert page.status_code == 400
+        assert "access_denied" in page.content.decode()
+        assert stand_in.token_requests == []
+        assert not ConnectedService.objects.exists()
+
+    def test_a_refused_exchange_stores_nothing(self, alice_api, stand_in, client_secret):
+        url = connect(alice_api).json()["authorizeUrl"]
+        back = consent(stand_in, url)
+        page = callback(state=back["state"], code="not-a-code")
+        assert page.status_code == 400
+        assert "refused" in page.content.decode()
+        assert not ConnectedService.objects.exists()
+
+
+# --- refresh ---------------------------------------------------------------------------------
+
+
+def store_expiring(api, stand_in, *, seconds: int = 30, service: str = "github") -> tuple:
+    access, refresh = stand_in.issue()
+    expires = (timezone.now() + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    response = api.store(
+        service, creds(access_token=access, refresh_token=refresh, expires_at=expires)
+    )
+    assert response.status_code in (200, 201), response.content
+    return access, refresh
+
+
+def agent_read(token: str, service: str = "github"):
+    return Client(raise_request_exception=False).get(
+        f"/api/v1/agent/credentials/{service}", headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+@pytest.fixture
+def reader(alice_api, stand_in, client_secret):
+    assert put_agent(alice_api, "bot", [{"service": "github", "access": "read"}]).status_code == 201
+    return agent_token(alice_api, "bot")
+
+
+def values_of(response) -> dict[str, str]:
+    return {entry["keyName"]: entry["value"] for entry in response.json()["credentials"]}
+
+
+@pytest.mark.django_db
+class TestRefreshOnUse:
+    def test_the_agent_read_refreshes_ahead_of_expiry(self, alice_api, stand_in, reader):
+        old_access, refresh = store_expiring(alice_api, stand_in, seconds=60)
+        response = agent_read(reader)
+        assert response.status_code == 200
+        values = values_of(response)
+        assert values["access_token"] != old_access
+        assert values["access_token"] in stand_in.access_tokens
+        assert values["refresh_token"] == refresh  # not rotating: kept
+        assert stand_in.refreshes == 1
+        [request] = stand_in.token_requests
+        assert request.form["grant_type"] == "refresh_token"
+        assert ("oauth.refresh", "success") in set(
+            AuditEvent.objects.values_list("action", "outcome")
+        )
+
+    def test_a_set_far_from_expiry_is_not_refreshed(self, alice_api, stand_in, reader):
+        access, _ = store_expiring(alice_api, stand_in, seconds=3600)
+        assert values_of(agent_read(reader))["access_token"] == access
+        assert stand_in.token_requests == []
+
+    def test_the_proxy_refreshes_ahead_of_expiry(self, alice_api, stand_in, client_secret):
+        store_expiring(alice_api, stand_in, seconds=10)
+        put_agent(alice_api, "px", ["github"])
+        token = agent_token(alice_api, "px")
+        response = call(token, "GET", "github", "/user")
+        assert response.status_code == 200
+        assert stand_in.refreshes == 1
+        assert stand_in.api_requests[-1]["token"] in stand_in.access_tokens
+
+    def test_a_401_is_refreshed_once_and_retried_once(self, alice_api, stand_in, client_secret):
+        store_expiring(alice_api, stand_in, seconds=3600)
+        put_agent(alice_api, "px", ["github"])
+        token = agent_token(alice_api, "px")
+        stand_in.revoke_access()  # the provider no longer takes the stored token
+        response = call(token, "GET", "github", "/user")
+        assert response.status_code == 200
+        assert stand_in.refreshes == 1
+        assert len(stand_in.api_requests) == 2
+        assert AuditEvent.objects.filter(action="agent.proxy").count() == 1
+
+    def test_a_401_on_post_is_not_retried(self, alice_api, stand_in, client_secret):
+        store_expiring(alice_api, stand_in, seconds=3600)
+        put_agent(alice_api, "px", ["github"])
+        token = agent_token(alice_api, "px")
+        stand_in.revoke_access()
+        response = call(token, "POST", "github", "/user", body=b"{}")
+        assert response.status_code in (401, 404)
+        assert stand_in.refreshes == 0
+
+    def test_a_refresh_answer_without_refresh_token_keeps_the_old_one(
+        self, alice_api, stand_in, reader
+    ):
+        stand_in.send_refresh_token = False
+        _, refresh = store_expiring(alice_api, stand_in)
+        assert values_of(agent_read(reader))["refresh_token"] == refresh
+
+    def test_a_rotating_provider_never_loses_the_connection(self, alice_api, stand_in, reader):
+        """Each refresh spends the refresh token and gets a new one; each answer expires
+        within the refresh window, so every use refreshes again, with the latest token."""
+        stand_in.rotating = True
+        stand_in.expires_in = 30
+        store_expiring(alice_api, stand_in)
+        for _ in range(3):
+            assert agent_read(reader).status_code == 200
+            stored = opened_set(ConnectedService.objects.get())
+            assert stored["refresh_token"] in stand_in.refresh_tokens
+        assert stand_in.refreshes == 3
+        assert len(stand_in.refresh_tokens) == 1
+
+    def test_a_fault_before_the_commit_keeps_the_old_set(
+        self, alice_api, stand_in, reader, monkeypatch
+    ):
+        store_expiring(alice_api, stand_in)
+        before = opened_set(ConnectedService.objects.get())
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("injected fault after the provider answered")
+
+        monkeypatch.setattr(oauth_module.queries, "replace_fields", broken)
+        assert agent_read(reader).status_code == 500
+        assert stand_in.refreshes == 1
+        assert opened_set(ConnectedService.objects.get()) == before
+        monkeypatch.undo()
+        response = agent_read(reader)
+        assert response.status_code == 200
+        assert stand_in.refreshes == 2
+
+    def test_invalid_grant_requires_reauthorization(self, alice_api, stand_in, reader):
+        stand_in.refresh_mode = "invalid_grant"
+        access, _ = store_expiring(alice_api, stand_in)
+        assert_problem(agent_read(reader), 409, "reauthorization_required")
+        assert alice_api.list().json()[0]["status"] == "reauthorization_required"
+        assert opened_set(ConnectedService.objects.get())["access_token"] == access
+        event = AuditEvent.objects.filter(action="oauth.refresh").get()
+        assert (event.outcome, event.status, event.target) == ("refused", 409, "invalid_grant")
+        # And it stays so, with nothing more sent, until the person connects again.
+        assert_problem(agent_read(reader), 409, "reauthorization_required")
+        assert len(stand_in.token_requests) == 1
+        connected_github(alice_api, stand_in)
+        assert alice_api.list().json()[0]["status"] == "connected"
+
+    def test_a_misconfigured_client_is_named_in_the_event(self, alice_api, stand_in, reader):
+        stand_in.refresh_mode = "invalid_client"
+        store_expiring(alice_api, stand_in)
+        assert_problem(agent_read(reader), 409, "reauthorization_required")
+        assert AuditEvent.objects.get(action="oauth.refresh").target == "invalid_client"
+
+    def test_an_unavailable_token_url_is_503_and_changes_nothing(self, alice_api, stand_in, reader):
+        stand_in.refresh_mode = "unavailable"
+        store_expiring(alice_api, stand_in)
+        before = ConnectedService.objects.values().get()
+        assert_problem(agent_read(reader), 503, "provider_unavailable")
+        after = ConnectedService.objects.values().get()
+        assert before == after
+        assert alice_api.list().json()[0]["status"] == "connected"
+
+    def test_testing_an_oauth_set_never_refreshes_it(self, alice_api, stand_in, client_secret):
+        access, refresh = stand_in.issue()
+        expires = (timezone.now() + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        response = alice_api.test(
+            "github", creds(access_token=access, refresh_token=refresh, expires_at=expires)
+        )
+        assert response.status_code == 200
+        assert stand_in.token_requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sixteen_concurrent_uses_cause_exactly_one_refresh(alice_api, stand_in, client_secret):
+    stand_in.rotating = True
+    stand_in.refresh_delay = 0.3  # every waiter arrives while the one refresh runs
+    assert put_agent(alice_api, "bot", [{"service": "github", "access": "read"}]).status_code == 201
+    token = agent_token(alice_api, "bot")
+    store_expiring(alice_api, stand_in)
+    barrier = threading.Barrier(16)
+    results: list[tuple[int, str]] = [(0, "")] * 16
+
+    def use(index: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            response = agent_read(token)
+            value = values_of(response)["access_token"] if response.status_code == 200 else ""
+            results[index] = (response.status_code, value)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=use, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert stand_in.refreshes == 1
+    assert Counter(status for status, _ in results) == {200: 16}, results
+    assert len({value for _, value in results}) == 1
+    assert results[0][1] in stand_in.access_tokens
+    assert opened_set(ConnectedService.objects.get())["refresh_token"] in stand_in.refresh_tokens
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+class TestRefreshTokensCommand:
+    def test_refreshes_what_expires_within_the_window(self, alice_api, stand_in, client_secret):
+        store_expiring(alice_api, stand_in, seconds=20 * 60)
+        out = StringIO()
+        call_command("refresh_tokens", "--ahead", "10", stdout=out)
+        assert stand_in.refreshes == 0
+        call_command("refresh_tokens", "--ahead", "30", stdout=out)
+        assert stand_in.refreshes == 1
+        assert "1 refreshed, 0 failed" in out.getvalue()
+
+    def test_a_failure_is_one_line_and_a_non_zero_exit(
+        self, alice_api, stand_in, client_secret, caplog
+    ):
+        stand_in.refresh_mode = "invalid_grant"
+        access, refresh = store_expiring(alice_api, stand_in)
+        out, err = StringIO(), StringIO()
+        with caplog.at_level(logging.DEBUG), pytest.raises(CommandError):
+            call_command("refresh_tokens", stdout=out, stderr=err)
+        assert "alice/github: reauthorization_required" in err.getvalue()
+        everything = out.getvalue() + err.getvalue() + caplog.text
+        assert access not in everything
+        assert refresh not in everything
+
+
+@pytest.mark.django_db
+def test_no_token_value_in_any_event_or_log_line(alice_api, stand_in, client_secret, caplog):
+    with caplog.at_level(logging.DEBUG):
+        connected_github(alice_api, stand_in)
+        assert put_agent(alice_api, "bot", [{"service": "github", "access": "read"}]).status_code
+        token = agent_token(alice_api, "bot")
+        ConnectedService.objects.update()
+        store_expiring(alice_api, stand_in)
+        agent_read(token)
+    secrets_seen = stand_in.access_tokens | stand_in.refresh_tokens | {client_secret}
+    events = json.dumps(list(AuditEvent.objects.values()), default=str)
+    for value in secrets_seen:
+        assert value not in events
+        assert value not in caplog.text
