@@ -237,7 +237,7 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
         raise ReadNotGranted()
     if not found.fields:
         raise ServiceNotConnected()
-    fields = oauth.usable_fields(actor=actor, service=service, found=found)
+    _, fields = oauth.usable_set(actor=actor, service=service, found=found)
     audit.record(actor, Operation.READ_CREDENTIALS, service=service)
     return AgentCredentials(
         service=service,

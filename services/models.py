@@ -119,6 +119,9 @@ class ConnectedService(models.Model):
     status = models.CharField(
         max_length=32, choices=ServiceStatus.choices, default=ServiceStatus.CONNECTED
     )
+    # The catalog provider an OAuth connect stored this set for (its refresh goes there); empty
+    # for a set stored by hand, whose service identifier names the provider, if any.
+    oauth_provider = models.CharField(max_length=64, blank=True, default="")
     # While a worker refreshes this OAuth set (services/oauth.py), until when its claim holds:
     # one refresh per service at a time, across workers and hosts.
     refreshing_until = models.DateTimeField(null=True, blank=True, default=None)

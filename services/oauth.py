@@ -38,10 +38,12 @@ from services import audit, credentials
 from services.audit import BROWSER_ACTOR, Actor, Operation
 from services.crypto import Place, key_ring
 from services.exceptions import (
+    NotGranted,
     OAuthClientNotFound,
     OAuthNotSupported,
     ProviderUnavailable,
     ReauthorizationRequired,
+    ServiceNotConnected,
 )
 from services.masking import Secret
 from services.models import ConnectedService, OAuthClient, OAuthState, ServiceStatus
@@ -201,11 +203,9 @@ def finish_connect(*, state: str, code: str, error: str, request_id: str) -> Con
     exchanged and the set stored. Raises CallbackFailed; nothing is stored on failure."""
     if not state:
         raise CallbackFailed("The link has no state: start the connection again.")
-    with transaction.atomic():
-        row = OAuthState.objects.select_for_update().filter(digest=_digest(state)).first()
-        if row is not None:
-            row.delete()  # single-use, whatever follows
-    if row is None:
+    row = OAuthState.objects.filter(digest=_digest(state)).first()
+    # Single-use whatever follows: of two callbacks with one state, one deletes it.
+    if row is None or not OAuthState.objects.filter(pk=row.pk).delete()[0]:
         raise CallbackFailed("This connection link is unknown or was used already.")
     actor = Actor(account_id=row.account_id, token_prefix=BROWSER_ACTOR, request_id=request_id)
     provider = catalog.get(row.provider)
@@ -239,7 +239,11 @@ def finish_connect(*, state: str, code: str, error: str, request_id: str) -> Con
         raise CallbackFailed(f"{provider.name} refused the authorization code.") from None
     fields = _token_fields(tokens, previous_refresh=None, scopes=tuple(row.scopes))
     credential_set = credentials.credential_set(service=row.service, fields=fields)
-    stored = credentials.store_credentials(actor=actor, credentials=credential_set)
+    with transaction.atomic():
+        stored = credentials.store_credentials(actor=actor, credentials=credential_set)
+        ConnectedService.objects.filter(account_id=row.account_id, service=row.service).update(
+            oauth_provider=row.provider
+        )
     audit.record(actor, Operation.FINISH_CONNECT, status=stored.event.status, service=row.service)
     return Connected(provider.name, row.service)
 
@@ -303,12 +307,12 @@ def _due(fields: dict[str, Secret], *, ahead: float) -> bool:
 # --- refresh --------------------------------------------------------------------------------
 
 
-def usable_fields(
+def usable_set(
     *, actor: Actor, service: str, found: queries.GrantedSet
-) -> list[tuple[str, Secret]]:
-    """The set an agent's read or brokered call uses: refreshed first when it is an OAuth set
-    that expires within CREDVAULT_REFRESH_AHEAD. Raises ReauthorizationRequired (409) or
-    ProviderUnavailable (503)."""
+) -> tuple[queries.GrantedSet, list[tuple[str, Secret]]]:
+    """The set an agent's read or brokered call uses, and its values: refreshed first when it
+    is an OAuth set that expires within CREDVAULT_REFRESH_AHEAD. Raises
+    ReauthorizationRequired (409) or ProviderUnavailable (503)."""
     from services.agents import granted_set, open_fields
 
     if found.status == ServiceStatus.REAUTHORIZATION_REQUIRED:
@@ -317,14 +321,16 @@ def usable_fields(
     if found.key_type != OAUTH or not _due(
         dict(fields), ahead=float(settings.CREDVAULT_REFRESH_AHEAD)
     ):
-        return fields
+        return found, fields
     refresh_service(actor=actor, service=service, generation=found.generation or 0)
     fresh = granted_set(actor=actor, service=service)
-    if fresh is None or not fresh.fields:
-        raise ReauthorizationRequired()
+    if fresh is None:
+        raise NotGranted()  # the grant went while the set was refreshed
+    if not fresh.fields:
+        raise ServiceNotConnected()
     if fresh.status == ServiceStatus.REAUTHORIZATION_REQUIRED:
         raise ReauthorizationRequired()
-    return open_fields(actor=actor, service=service, found=fresh)
+    return fresh, open_fields(actor=actor, service=service, found=fresh)
 
 
 def refresh_service(*, actor: Actor, service: str, generation: int) -> None:
@@ -335,7 +341,7 @@ def refresh_service(*, actor: Actor, service: str, generation: int) -> None:
     while True:
         row = (
             ConnectedService.objects.filter(account_id=actor.account_id, service=service)
-            .values("id", "generation", "status")
+            .values("id", "generation", "status", "oauth_provider")
             .first()
         )
         if row is None:
@@ -346,7 +352,11 @@ def refresh_service(*, actor: Actor, service: str, generation: int) -> None:
             raise ReauthorizationRequired()
         if _claim(row["id"], generation, seconds=timeout + CLAIM_MARGIN_SECONDS):
             _refresh_claimed(
-                actor=actor, service=service, service_id=row["id"], generation=generation
+                actor=actor,
+                service=service,
+                provider=_provider_of(row["oauth_provider"] or service),
+                service_id=row["id"],
+                generation=generation,
             )
             return
         give_back_connections()
@@ -373,20 +383,37 @@ def _release(service_id: int, generation: int) -> None:
     )
 
 
-def _refresh_claimed(*, actor: Actor, service: str, service_id: int, generation: int) -> None:
+def _refresh_claimed(
+    *,
+    actor: Actor,
+    service: str,
+    provider: catalog.Provider | None,
+    service_id: int,
+    generation: int,
+) -> None:
     """The claim is ours: read the set, ask the token URL, store the answer."""
     try:
         _refresh_and_store(
-            actor=actor, service=service, service_id=service_id, generation=generation
+            actor=actor,
+            service=service,
+            provider=provider,
+            service_id=service_id,
+            generation=generation,
         )
     except BaseException:
         _release(service_id, generation)
         raise
 
 
-def _refresh_and_store(*, actor: Actor, service: str, service_id: int, generation: int) -> None:
+def _refresh_and_store(
+    *,
+    actor: Actor,
+    service: str,
+    provider: catalog.Provider | None,
+    service_id: int,
+    generation: int,
+) -> None:
     stored = dict(_stored_fields(actor.account_id, service, service_id, generation))
-    provider = _provider_of(service)
     refresh_token = stored.get("refresh_token")
     client = _client(actor.account_id, provider.id) if provider else None
     if client is None and "client_id" in stored and "client_secret" in stored:
@@ -420,8 +447,8 @@ def _refresh_and_store(*, actor: Actor, service: str, service_id: int, generatio
     _store_generation(actor, service, service_id, generation, fields)
 
 
-def _provider_of(service: str) -> catalog.Provider | None:
-    provider = catalog.get(service)
+def _provider_of(provider_id: str) -> catalog.Provider | None:
+    provider = catalog.get(provider_id)
     return provider if provider is not None and provider.oauth is not None else None
 
 

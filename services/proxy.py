@@ -232,20 +232,22 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
             "catalog with CREDVAULT_EXTRA_CATALOG."
         )
     destination = destination_for(provider)
-    fields = oauth.usable_fields(actor=actor, service=service, found=found)
+    used, fields = oauth.usable_set(actor=actor, service=service, found=found)
     answer, sent = _send(provider, destination, fields, request, path)
     if (
         answer.status == 401
-        and found.key_type == OAUTH
+        and used.key_type == OAUTH
         and request.method in RETRIED_AFTER_REFRESH
         and any(name == "refresh_token" for name, _ in fields)
     ):
         # The provider no longer takes the access token: refreshed once, retried once.
-        oauth.refresh_service(actor=actor, service=service, generation=found.generation or 0)
+        oauth.refresh_service(actor=actor, service=service, generation=used.generation or 0)
         fresh = agents.granted_set(actor=actor, service=service)
-        if fresh is None or not _granted(fresh, request.method, path) or not fresh.fields:
+        if fresh is None or not _granted(fresh, request.method, path):
             raise NotGranted()
-        fields = oauth.usable_fields(actor=actor, service=service, found=fresh)
+        if not fresh.fields:
+            raise ServiceNotConnected()
+        _, fields = oauth.usable_set(actor=actor, service=service, found=fresh)
         answer, sent = _send(provider, destination, fields, request, path)
     proxied = _answer(answer, sent)
     audit.record(

@@ -386,6 +386,20 @@ class TestRefreshOnUse:
         assert before == after
         assert alice_api.list().json()[0]["status"] == "connected"
 
+    def test_a_set_connected_as_another_service_is_refreshed_at_its_provider(
+        self, alice_api, stand_in, client_secret
+    ):
+        stand_in.expires_in = 30  # within the refresh window from the start
+        url = connect(alice_api, body={"service": "GitHub Work"}).json()["authorizeUrl"]
+        assert callback(**consent(stand_in, url)).status_code == 200
+        assert [s["service"] for s in alice_api.list().json()] == ["github-work"]
+        grant = [{"service": "github-work", "access": "read"}]
+        assert put_agent(alice_api, "bot", grant).status_code == 201
+        response = agent_read(agent_token(alice_api, "bot"), "github-work")
+        assert response.status_code == 200
+        assert stand_in.refreshes == 1
+        assert values_of(response)["access_token"] in stand_in.access_tokens
+
     def test_testing_an_oauth_set_never_refreshes_it(self, alice_api, stand_in, client_secret):
         access, refresh = stand_in.issue()
         expires = (timezone.now() + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_GET
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
@@ -128,7 +128,7 @@ class ConnectView(AccountAPIView):
         )
 
 
-@require_safe
+@require_GET  # not HEAD: the state is used up by the first request that brings it
 def callback(request: HttpRequest) -> HttpResponse:
     """The page the provider sends the person's browser to: which service is now connected,
     or why not. Never a value; never cached; nothing loaded."""
