@@ -300,11 +300,20 @@ class AuditEventAdmin(ReadOnlyAdmin):
 @admin.register(ConnectedService)
 class ConnectedServiceAdmin(ReadOnlyAdmin):
     list_display = ["service", "account", "key_type", "connected_at", "key_names"]
-    list_filter = ["account", "key_type"]
+    list_filter = ["account", "key_type", "status"]
     search_fields = ["service", "account__name"]
     list_select_related = ["account"]
     # Neither values nor ciphertext: the fields are shown by keyName and key id only.
-    fields = ["account", "service", "key_type", "connected_at", "generation", "stored_fields"]
+    fields = [
+        "account",
+        "service",
+        "key_type",
+        "status",
+        "oauth_provider",
+        "connected_at",
+        "generation",
+        "stored_fields",
+    ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ConnectedService]:
         # Never the ciphertext column: not even loaded.
