@@ -8,12 +8,14 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from providers.oauth import OAuthUrlError, parse_oauth_urls
 from providers.verification import BaseUrlError, parse_base_urls
 from services.api.throttling import RateError, parse_rate
 from services.checkpoints import audit_keys
-from services.crypto import KeyRing, KeyRingError
+from services.crypto import KeyRing, KeyRingError, key_ring
+from services.sealed import outside_ring
 
 
 @register()
@@ -164,4 +166,30 @@ def check_not_local(app_configs, **kwargs):
             "is not read; README, 'Production'.",
             id="credvault.E009",
         )
+    ]
+
+
+@register(Tags.database)
+def check_sealed_keys(app_configs, databases=None, **kwargs):
+    """Every sealed value, of every kind, opens with the key ring: a database check
+    (`manage.py migrate` and `manage.py check --database default` run it)."""
+    if not databases or DEFAULT_DB_ALIAS not in databases:
+        return []
+    try:
+        ring_ids = key_ring().ids
+    except KeyRingError:
+        return []  # credvault.E002 says what is wrong with the setting
+    try:
+        missing = outside_ring(ring_ids)
+    except DatabaseError:
+        return []  # not migrated yet: nothing is sealed
+    return [
+        Error(
+            f"{count} {kind} value(s) are sealed with key id(s) not in "
+            f"CREDVAULT_ENCRYPTION_KEYS: {', '.join(ids)}.",
+            hint="Put the key(s) back in CREDVAULT_ENCRYPTION_KEYS (after the first), then run "
+            "`manage.py reencrypt` before removing them.",
+            id="credvault.E016",
+        )
+        for kind, (count, ids) in missing.items()
     ]

@@ -132,10 +132,19 @@ class KeyRing:
         )
         return key_id, bytes([FORMAT_VERSION]) + nonce + sealed
 
-    def open(self, key_id: str, blob: bytes, place: Place, *, field_id: int) -> Secret:
-        """Open the value of credential field `field_id`; the error names the row."""
+    def open(
+        self,
+        key_id: str,
+        blob: bytes,
+        place: Place,
+        *,
+        field_id: int,
+        table: str = CredentialField._meta.db_table,
+    ) -> Secret:
+        """Open the value stored in row `field_id` of `table` (a credential field unless
+        named); the error names the row."""
         row = (
-            f"{CredentialField._meta.db_table} id {field_id} (key id {key_id!r}, account "
+            f"{table} id {field_id} (key id {key_id!r}, account "
             f"{place.account_id}, service {place.service!r}, keyName {place.key_name!r})"
         )
         cipher = self._ciphers.get(key_id)

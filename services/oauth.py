@@ -47,14 +47,12 @@ from services.exceptions import (
 )
 from services.masking import Secret
 from services.models import ConnectedService, OAuthClient, OAuthState, ServiceStatus
+from services.sealed import OAUTH_CLIENT_SECRETS, client_secret_place
 from services.storage import queries
 from services.storage.connections import give_back_connections
 
 STATE_SECONDS = 600
 CALLBACK_PATH = "/oauth/callback"
-# The sealed client secret's place: a key name no credential set can use (keyNames are snake
-# case), generation 0.
-CLIENT_SECRET_PLACE = "oauth-client-secret"  # noqa: S105 - a label, not a secret
 # How long a claimed refresh holds before another worker may take it over: the token URL's
 # bound and a margin.
 CLAIM_MARGIN_SECONDS = 5.0
@@ -77,7 +75,7 @@ def put_client(
     """Create or replace the account's client of `provider`: it, and the status (201, 200)."""
     oauth_provider(provider)
     key_id, ciphertext = key_ring().seal(
-        client_secret, Place(actor.account_id, provider, CLIENT_SECRET_PLACE, 0)
+        client_secret, client_secret_place(account_id=actor.account_id, provider=provider)
     )
     with transaction.atomic():
         queries.lock_audit_head(account_id=actor.account_id)
@@ -116,12 +114,7 @@ def _client(account_id: int, provider: str) -> provider_oauth.Client | None:
     row = OAuthClient.objects.filter(account_id=account_id, provider=provider).first()
     if row is None:
         return None
-    secret = key_ring().open(
-        row.key_id,
-        bytes(row.secret_ciphertext),
-        Place(account_id, provider, CLIENT_SECRET_PLACE, 0),
-        field_id=row.pk,
-    )
+    secret = OAUTH_CLIENT_SECRETS.open(key_ring(), row)
     return provider_oauth.Client(row.client_id, secret.reveal())
 
 

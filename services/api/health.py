@@ -10,7 +10,7 @@ from django.http import HttpRequest, JsonResponse
 from services.api.errors import render, safe_methods_only
 from services.crypto import KeyRingError, key_ring
 from services.exceptions import ServiceUnavailable
-from services.models import CredentialField
+from services.sealed import outside_ring
 
 logger = logging.getLogger("credvault.health")
 
@@ -30,21 +30,21 @@ def readyz(request: HttpRequest):
         logger.error("not ready: CREDVAULT_ENCRYPTION_KEYS is missing or malformed")
         return render(ServiceUnavailable("The key ring is not configured."))
     try:
-        # One indexed probe, which also proves the database answers; the full list of missing
-        # ids is read only when there are any.
-        orphaned = CredentialField.objects.exclude(key_id__in=ring_ids)
-        if orphaned.exists():
-            missing = sorted(set(orphaned.values_list("key_id", flat=True).distinct()))
-            logger.error(
-                "not ready: key ids in use but not in the key ring: %s", ", ".join(missing)
-            )
-        else:
-            missing = []
+        # One probe per kind of sealed value, which also proves the database answers; the
+        # missing ids are read only where there are any.
+        missing = outside_ring(ring_ids)
     except DatabaseError as exc:
         logger.error("not ready: database unavailable (%s)", type(exc).__name__)
         return render(ServiceUnavailable("The database cannot be reached."))
     if missing:
+        for kind, (count, ids) in missing.items():
+            logger.error(
+                "not ready: %d %s value(s) sealed with key ids not in the key ring: %s",
+                count,
+                kind,
+                ", ".join(ids),
+            )
         return render(
-            ServiceUnavailable("Stored credentials are sealed with keys missing from the key ring.")
+            ServiceUnavailable("Stored values are sealed with keys missing from the key ring.")
         )
     return JsonResponse({"status": "ready"})

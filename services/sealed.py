@@ -1,0 +1,102 @@
+"""Every kind of sealed value the database holds, in one registry.
+
+A sealed value is a `key_id` column beside a ciphertext column (services/crypto.py gives the
+format). Key rotation (`reencrypt`), readiness (`/readyz`) and the system check walk `KINDS`, so
+a kind listed here is rotated and watched with the rest; tests/test_key_rotation.py fails for a
+model with a `key_id` column that is not listed.
+
+Each kind says where a row's value is bound (its `Place`, the associated data): a credential
+field to its account, service, keyName and the service's generation; an OAuth client secret to
+its account and provider under a keyName no credential set can use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Model, QuerySet
+
+from services.crypto import KeyRing, Place
+from services.masking import Secret
+from services.models import CredentialField, OAuthClient
+
+# The client secret's keyName: keyNames of credential sets are snake case, so no set uses it.
+CLIENT_SECRET_KEY_NAME = "oauth-client-secret"  # noqa: S105 - a label, not a secret
+
+
+def client_secret_place(*, account_id: int, provider: str) -> Place:
+    """Where the OAuth client secret of `provider` for an account is bound (generation 0)."""
+    return Place(account_id, provider, CLIENT_SECRET_KEY_NAME, 0)
+
+
+def _credential_field_place(field: CredentialField) -> Place:
+    service = field.connected_service
+    return Place(service.account_id, service.service, field.key_name, service.generation)
+
+
+def _client_secret_place(client: OAuthClient) -> Place:
+    return client_secret_place(account_id=client.account_id, provider=client.provider)
+
+
+@dataclass(frozen=True, slots=True)
+class SealedKind:
+    """One model's sealed column: its name for people, its account's lookup path, and the
+    place a row's value is bound to (reading the relations in `related`)."""
+
+    name: str
+    model: type[Model]
+    ciphertext: str
+    account: str
+    place: Callable[[Any], Place]
+    related: tuple[str, ...] = ()
+
+    def outside(self, key_ids: frozenset[str] | set[str]) -> QuerySet:
+        """The rows sealed by a key id not in `key_ids`."""
+        return self.model.objects.exclude(key_id__in=key_ids)
+
+    def open(self, ring: KeyRing, row: Any) -> Secret:
+        return ring.open(
+            row.key_id,
+            bytes(getattr(row, self.ciphertext)),
+            self.place(row),
+            field_id=row.pk,
+            table=self.model._meta.db_table,
+        )
+
+    def reseal(self, ring: KeyRing, row: Any) -> None:
+        """Seal the row's value again under the ring's first key (in memory: the caller saves)."""
+        value = self.open(ring, row)
+        row.key_id, sealed = ring.seal(value, self.place(row))
+        setattr(row, self.ciphertext, sealed)
+
+
+CREDENTIAL_FIELDS = SealedKind(
+    name="credential field",
+    model=CredentialField,
+    ciphertext="ciphertext",
+    account="connected_service__account_id",
+    place=_credential_field_place,
+    related=("connected_service",),
+)
+OAUTH_CLIENT_SECRETS = SealedKind(
+    name="OAuth client secret",
+    model=OAuthClient,
+    ciphertext="secret_ciphertext",
+    account="account_id",
+    place=_client_secret_place,
+)
+KINDS: tuple[SealedKind, ...] = (CREDENTIAL_FIELDS, OAUTH_CLIENT_SECRETS)
+
+
+def outside_ring(key_ids: frozenset[str]) -> dict[str, tuple[int, list[str]]]:
+    """Per kind with any: how many values are sealed by key ids not in `key_ids`, and those
+    ids. One probe per kind; the counts are read only where the probe finds some."""
+    found = {}
+    for kind in KINDS:
+        rows = kind.outside(key_ids)
+        if rows.exists():
+            ids = sorted(set(rows.values_list("key_id", flat=True)))
+            found[kind.name] = (rows.count(), ids)
+    return found
