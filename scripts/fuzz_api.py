@@ -2,10 +2,10 @@
 
 Starts a throwaway credvault (its own SQLite file, gunicorn on a free loopback port, a fake
 provider on 127.0.0.1 that every catalog entry points to), seeds an account whose stored
-values and tokens are marked, and runs schemathesis over every operation of the OpenAPI
-document with `schemathesis.toml`: each operation with the token of its security scheme (the
-account operations with an account token, the agent read with an agent token), in the
-examples, coverage, fuzzing and stateful phases, every check on (no server error; status
+values, OAuth client secret and tokens are marked, and runs schemathesis over every operation
+of the OpenAPI document with `schemathesis.toml`: each operation with the token of its security
+scheme (the account operations with an account token, the agent read with an agent token), in
+the examples, coverage, fuzzing and stateful phases, every check on (no server error; status
 codes, content types, headers and bodies as the schema says; valid data accepted and invalid
 data refused; no request accepted without its token; no marked secret in any response,
 `fuzz_hooks`). Prints the number of generated cases; exits non-zero on any failure.
@@ -43,7 +43,7 @@ def seed(env: dict[str, str]) -> dict:
     django.setup()
     from django.core.management import call_command
 
-    from services import agents, credentials
+    from services import agents, credentials, oauth
     from services.accounts import create_account, issue_token
     from services.audit import Actor
     from services.masking import Secret
@@ -68,6 +68,11 @@ def seed(env: dict[str, str]) -> dict:
         services=[agents.GrantSpec(s, access="read") for s in ("github", "custom", "openai")],
     )
     agent_token = agents.issue_agent_token(actor=actor, name="fuzzer").issued
+    client_secret = Secret("FUZZ-MARKED-oauth-client-secret-x9q")
+    values["oauth-client"] = [client_secret.reveal()]
+    oauth.put_client(
+        actor=actor, provider="github", client_id="fuzz-client", client_secret=client_secret
+    )
     return {"token": token, "agent_token": agent_token.plaintext, "values": values}
 
 
