@@ -18,6 +18,7 @@ export CREDVAULT_BIND
 # The address is checked first: a taken port stops here, before any token is printed.
 run: setup
 	@$(PY) scripts/check_bind.py
+	@$(PYTHON) scripts/write_env.py --follow-bind .env
 	$(PY) manage.py migrate --no-input
 	$(PY) manage.py bootstrap_demo --base-url http://$(CREDVAULT_BIND)
 	$(BIN)/gunicorn -c gunicorn.conf.py credvault.wsgi:application

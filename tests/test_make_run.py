@@ -46,3 +46,8 @@ def test_the_printed_curl_line_uses_the_address_served():
     plan = make("-n", "run", "CREDVAULT_BIND=127.0.0.1:9123").stdout
     assert "bootstrap_demo --base-url http://127.0.0.1:9123" in plan
     assert "gunicorn -c gunicorn.conf.py" in plan
+
+
+def test_make_run_sets_the_public_url_to_the_address_served():
+    plan = make("-n", "run", "CREDVAULT_BIND=127.0.0.1:9123").stdout
+    assert "scripts/write_env.py --follow-bind .env" in plan
