@@ -23,8 +23,10 @@ run: setup
 	$(PY) manage.py bootstrap_demo --base-url http://$(CREDVAULT_BIND)
 	$(BIN)/gunicorn -c gunicorn.conf.py credvault.wsgi:application
 
+# PYTEST_ARGS passes options to pytest (.ci/run: a JUnit report for its totals).
+PYTEST_ARGS ?=
 test: setup lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 # schemathesis against a live gunicorn over every operation of the OpenAPI document.
 fuzz: setup
