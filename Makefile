@@ -13,7 +13,7 @@ BENCH_ARGS ?=
 CREDVAULT_BIND ?= 127.0.0.1:8000
 export CREDVAULT_BIND
 
-.PHONY: run test lint format setup env-file migrate clean fuzz openapi client-walk soak slow-clients bench
+.PHONY: run test demo lint format setup env-file migrate clean fuzz openapi client-walk soak slow-clients bench
 
 # The address is checked first: a taken port stops here, before any token is printed.
 run: setup
@@ -27,6 +27,11 @@ run: setup
 PYTEST_ARGS ?=
 test: setup lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# An agent calls GitHub through credvault in five steps, offline: a throwaway server and a
+# stand-in GitHub on 127.0.0.1 (scripts/demo.py).
+demo: setup
+	$(PY) -m scripts.demo
 
 # schemathesis against a live gunicorn over every operation of the OpenAPI document.
 fuzz: setup

@@ -303,3 +303,50 @@ class ProviderServer:
         if not isinstance(body, bytes):
             body = json.dumps(body).encode()
         self.reply = Reply(status=status, body=body, **reply)
+
+
+class GitHubStandIn:
+    """GitHub's REST API as far as `/user`, on 127.0.0.1: answers `GET /user` with a user when
+    the bearer token is one of `keys` (and echoes the token in the answer, as a careless API
+    might, so that a reader sees credvault redact it), `401 Bad credentials` for another token,
+    and `404 Not Found` elsewhere, with GitHub's JSON shapes."""
+
+    def __init__(self, keys: set[str]) -> None:
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+                if self.path.split("?", 1)[0] != "/user":
+                    self.reply(404, {"message": "Not Found", "status": "404"})
+                elif scheme.lower() not in {"bearer", "token"} or token not in stand_in.keys:
+                    self.reply(401, {"message": "Bad credentials", "status": "401"})
+                else:
+                    user = {"login": "octocat", "id": 1, "type": "User", "seen_token": token}
+                    self.reply(200, user)
+
+            def reply(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.keys = keys
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> GitHubStandIn:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -19,7 +19,16 @@ class Command(BaseCommand):
                 "Accounts exist already; issue a token with: "
                 ".venv/bin/python manage.py issue_token demo"
             )
-            return
+        else:
+            self.create_demo(base_url)
+        self.stdout.write(
+            "\nWhere to go next:\n"
+            f"  the API's interactive docs:  {base_url}/api/docs\n"
+            "  the walk-through:            README.md, 'Walk-through with curl'\n"
+            "  an agent calling a provider: make demo (offline, against a stand-in GitHub)\n"
+        )
+
+    def create_demo(self, base_url: str) -> None:
         account = create_account(name="demo")
         issued = issue_token(account=account, name="make run")
         self.stdout.write(
