@@ -1,10 +1,9 @@
-from django.core.management.base import BaseCommand
-
+from providers.management.base import CredvaultCommand
 from services.accounts import create_account, issue_token
 from services.models import Account
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "For `make run`: when the database holds no account yet, create the account `demo` and "
         "print one API token for it with a ready-to-paste curl line. Otherwise do nothing."

@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, named_or_all
 from services.checkpoints import write_checkpoint
 from services.crypto import KeyRingError
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Sign a checkpoint of the audit chain of one account, or of every account, now (cron, "
         "or before a backup): what the server does at most every "

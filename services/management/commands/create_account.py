@@ -1,9 +1,10 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, create_account
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = "Create an account. The name follows the service-identifier rules."
 
     def add_arguments(self, parser) -> None:

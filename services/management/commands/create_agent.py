@@ -1,8 +1,9 @@
 import re
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
 from services.agents import GrantSpec, put_agent
 from services.api.serializers import GRANT_PATH_PATTERN, MAX_GRANT_PATH_CHARS
@@ -15,7 +16,7 @@ def _grant_text(grant: GrantSpec) -> str:
     return f"{grant.service} ({grant.access}, {methods}, {','.join(grant.paths)})"
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Create an agent of an account (or replace its grants) with the given services: "
         "brokered access by default, the plaintext read too with --read. --method and --path "

@@ -1,9 +1,10 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account, set_account_active
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Deactivate an account: every token of it is refused from its next request. "
         "Recorded in its audit chain (actor `cli`)."

@@ -1,12 +1,13 @@
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, expire_token
 from services.tokens import MAX_LIFETIME_DAYS
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Make the account token (cvt_) or agent token (cva_) with this display prefix expire "
         "now, or in --in-days DAYS. Recorded in its account's audit chain (actor `cli`)."

@@ -1,14 +1,15 @@
-from django.core.management.base import BaseCommand
-
+from providers.checks import CATALOG_TAG
+from providers.management.base import CredvaultCommand
 from services.crypto import generate_key_entry
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Print a new KEYID:BASE64KEY entry for CREDVAULT_ENCRYPTION_KEYS. Put it first to seal "
         "new values with it, then run reencrypt."
     )
-    requires_system_checks: list = []
+    # It runs before any key is configured (README, "Production"): only the catalog's check.
+    requires_system_checks = [CATALOG_TAG]
 
     def handle(self, *args, **options) -> None:
         self.stdout.write(generate_key_entry())

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account, issue_token
 from services.management.expiry import add_expires_in, lifetime
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Issue an API token for an account. Prints the token alone on stdout, once: "
         "TOKEN=$(python manage.py issue_token demo)."

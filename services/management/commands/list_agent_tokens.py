@@ -1,13 +1,14 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
 from services.management.listing import token_status, when
 from services.models import AgentToken
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = "List the agent tokens of an account, or of one of its agents (prefixes only)."
 
     def add_arguments(self, parser) -> None:

@@ -1,12 +1,13 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
 from services.management.listing import token_status, when
 from services.models import ApiToken
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = "List API tokens (prefixes only), of every account or of one."
 
     def add_arguments(self, parser) -> None:

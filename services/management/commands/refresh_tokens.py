@@ -1,12 +1,13 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from providers.management.base import CredvaultCommand
 from services.models import Account
 from services.oauth import refresh_expiring
 
 BAR_WIDTH = 30
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Refresh every OAuth set that expires within the window (for cron): a progress bar on a "
         "terminal, one line per failure on standard error, a non-zero exit when any failed. "

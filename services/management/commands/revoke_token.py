@@ -1,9 +1,10 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, revoke_token
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Revoke the account token (cvt_) or agent token (cva_) with this display prefix "
         "(the kind and 8 characters)."

@@ -1,7 +1,9 @@
+import argparse
 import re
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, named_or_all
 from services.audit import verify_chain
 from services.checkpoints import check_expected, verify_checkpoints
@@ -12,13 +14,18 @@ EXPECTED = re.compile(r"([1-9][0-9]{0,18}):([0-9a-f]{64})")
 
 
 def expected_point(text: str) -> tuple[int, str]:
+    """An --expect value; refused with ArgumentTypeError, which argparse reports as a usage
+    error on one line (a CommandError raised here would escape as a traceback)."""
     match = EXPECTED.fullmatch(text)
     if match is None:
-        raise CommandError("--expect takes SEQ:DIGEST, the digest 64 lowercase hex characters")
+        raise argparse.ArgumentTypeError(
+            "takes SEQ:DIGEST, the event's number and its whole digest (64 lowercase hex "
+            "characters), as checkpoint_audit and the credvault.audit log print them"
+        )
     return int(match[1]), match[2]
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Verify the audit of one account, or of every account: every event's digest, every "
         "signed checkpoint (CREDVAULT_AUDIT_KEYS), and that the chain passes through each. "
