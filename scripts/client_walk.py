@@ -29,8 +29,15 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from providers.catalog import CATALOG_PATH, parse_catalog
-from scripts.harness import BASE_DIR, Gunicorn, ProviderServer, manage, request, server_env
+from scripts.harness import (
+    BASE_DIR,
+    Gunicorn,
+    ProviderServer,
+    every_provider_at,
+    migrated_account,
+    request,
+    server_env,
+)
 
 WORK = BASE_DIR / "var" / "client-walk"
 PACKAGE = "credvault_client"
@@ -432,14 +439,11 @@ def main() -> int:
         path.unlink()
     provider = ProviderServer().start()
     provider.answer(401, {"message": "Bad credentials"})
-    catalog_ids = list(parse_catalog(CATALOG_PATH.read_text(encoding="utf-8")))
     env = server_env(
         f"sqlite:///{WORK / 'walk.sqlite3'}",
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({pid: provider.url for pid in catalog_ids}),
+        CREDVAULT_PROVIDER_BASE_URLS=every_provider_at(provider.url),
     )
-    manage(env, "migrate", "--no-input")
-    manage(env, "create_account", "walk")
-    token = manage(env, "issue_token", "walk")
+    token = migrated_account(env, "walk")
     generated = Path(tempfile.mkdtemp(prefix="generated-", dir=WORK))
     try:
         with Gunicorn(env, workers=2, log=WORK / "gunicorn.log") as server:

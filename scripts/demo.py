@@ -24,7 +24,14 @@ import secrets
 import sys
 from typing import Any
 
-from scripts.harness import BASE_DIR, GitHubStandIn, Gunicorn, manage, request, server_env
+from scripts.harness import (
+    BASE_DIR,
+    GitHubStandIn,
+    Gunicorn,
+    migrated_account,
+    request,
+    server_env,
+)
 
 WORK = BASE_DIR / "var" / "demo"
 
@@ -143,9 +150,7 @@ def main() -> int:
             f"sqlite:///{WORK / 'demo.sqlite3'}",
             CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": github.url}),
         )
-        manage(env, "migrate", "--no-input")
-        manage(env, "create_account", "demo")
-        account_token = manage(env, "issue_token", "demo", "--name", "make demo")
+        account_token = migrated_account(env, "demo")
         print(f"credvault: a throwaway server with the account 'demo'; GitHub: {github.url}")
         with Gunicorn(env, workers=1, log=WORK / "gunicorn.log") as server:
             try:

@@ -21,8 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from providers.catalog import CATALOG_PATH, parse_catalog
-from scripts.harness import BASE_DIR, Gunicorn, ProviderServer, server_env
+from scripts.harness import BASE_DIR, Gunicorn, ProviderServer, every_provider_at, server_env
 
 WORK = BASE_DIR / "var" / "fuzz"
 CONFIG = BASE_DIR / "schemathesis.toml"
@@ -154,10 +153,9 @@ def main() -> int:
             "data": {"viewer": {"id": "1"}, "me": {"id": "1"}},
         },
     )
-    catalog_ids = list(parse_catalog(CATALOG_PATH.read_text(encoding="utf-8")))
     env = server_env(
         f"sqlite:///{database}",
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({pid: provider.url for pid in catalog_ids}),
+        CREDVAULT_PROVIDER_BASE_URLS=every_provider_at(provider.url),
         CREDVAULT_RATE_LIMIT="1000000/min",
         CREDVAULT_TEST_RATE_LIMIT="1000000/min",
         CREDVAULT_VERIFY_TIMEOUT="3",

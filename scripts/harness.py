@@ -94,6 +94,22 @@ def server_env(database_url: str, **overrides: str) -> dict[str, str]:
     return env
 
 
+def every_provider_at(url: str) -> str:
+    """CREDVAULT_PROVIDER_BASE_URLS with every catalog provider pointed at `url`, a stand-in
+    on 127.0.0.1, so that a throwaway server never calls a real provider."""
+    from providers.catalog import CATALOG_PATH, parse_catalog
+
+    ids = parse_catalog(CATALOG_PATH.read_text(encoding="utf-8"))
+    return json.dumps({provider_id: url for provider_id in ids})
+
+
+def migrated_account(env: dict[str, str], name: str) -> str:
+    """Migrate the database of `env`, create the account `name`, and return a token of it."""
+    manage(env, "migrate", "--no-input")
+    manage(env, "create_account", name)
+    return manage(env, "issue_token", name)
+
+
 class Gunicorn:
     """credvault under gunicorn on a free loopback port, as `make run` serves it."""
 

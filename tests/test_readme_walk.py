@@ -16,8 +16,14 @@ import subprocess
 
 import pytest
 
-from providers.catalog import CATALOG_PATH, parse_catalog
-from scripts.harness import BASE_DIR, GitHubStandIn, Gunicorn, manage, server_env
+from scripts.harness import (
+    BASE_DIR,
+    GitHubStandIn,
+    Gunicorn,
+    every_provider_at,
+    migrated_account,
+    server_env,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 
@@ -53,15 +59,12 @@ def test_the_walk_is_read_whole():
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     work = tmp_path_factory.mktemp("readme-walk")
-    catalog = parse_catalog(CATALOG_PATH.read_text(encoding="utf-8"))
     with GitHubStandIn({"ghp_example"}) as github:
         env = server_env(
             f"sqlite:///{work / 'walk.sqlite3'}",
-            CREDVAULT_PROVIDER_BASE_URLS=json.dumps({pid: github.url for pid in catalog}),
+            CREDVAULT_PROVIDER_BASE_URLS=every_provider_at(github.url),
         )
-        manage(env, "migrate", "--no-input")
-        manage(env, "create_account", "demo")
-        token = manage(env, "issue_token", "demo")
+        token = migrated_account(env, "demo")
         with Gunicorn(env, workers=1, log=work / "gunicorn.log") as live:
             yield live.url, token
 
