@@ -49,10 +49,13 @@ PROVIDER_KEYS = {
     "note",
     "shapes",
     "oauth",
+    "api_host_field",
+    "api_host_patterns",
 }
 OAUTH_KEYS = {
     "authorize_url",
     "token_url",
+    "refresh_url",
     "scopes",
     "scope_separator",
     "pkce",
@@ -72,9 +75,15 @@ CHECK_KEYS = {
     "content_type",
     "read_only",
     "credential_in_url",
+    "path_fields",
     "docs",
 }
 _PLACEHOLDER = re.compile(rf"\{{({KEY_NAME_PATTERN.pattern})\}}")
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_DOMAIN = re.compile(rf"{_LABEL}(?:\.{_LABEL})+")
+# A connection's API host as a set may name it: https, a DNS name, nothing else (the
+# default port at most, a trailing slash at most).
+_API_HOST_VALUE = re.compile(rf"https://({_LABEL}(?:\.{_LABEL})+)(?::443)?/?", re.IGNORECASE)
 
 
 class CatalogError(ImproperlyConfigured):
@@ -134,6 +143,9 @@ class Check:
     content_type: str = "application/json"
     read_only: str = ""
     credential_in_url: bool = False
+    # keyNames whose values fill the path's placeholders: identifiers the provider's URLs
+    # carry (Twilio's Account SID), never the secret; each sent percent-encoded as one segment.
+    path_fields: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -172,6 +184,40 @@ class OAuth:
     rotates_refresh_tokens: bool
     authorize_params: Mapping[str, str]
     docs: str
+    # Where refreshes go, for a provider with a refresh endpoint of its own (Figma); else the
+    # token URL.
+    refresh_url: str = ""
+
+
+@dataclass(frozen=True)
+class ApiHost:
+    """A connection's own API host, named by one field of its set (Salesforce's
+    `instance_url`, Pipedrive's `api_domain`, as their token answers carry them). It is the
+    connection's base URL only when it is `https://` and a DNS name matching one of
+    `patterns` (`*.my.salesforce.com`: one or more labels, then the rest as written), with
+    no port but 443, path, query or user info."""
+
+    field: str
+    patterns: tuple[str, ...]
+
+    def base_url(self, value: str) -> str | None:
+        """`https://<host>` of an acceptable value, else None."""
+        found = _API_HOST_VALUE.fullmatch(value)
+        if found is None:
+            return None
+        host = found.group(1).lower()
+        return f"https://{host}" if any(_host_matches(p, host) for p in self.patterns) else None
+
+    @property
+    def rule(self) -> str:
+        """The rule in words, for an error message (never the refused value)."""
+        return f"an https URL whose host matches {' or '.join(self.patterns)}"
+
+
+def _host_matches(pattern: str, host: str) -> bool:
+    if pattern.startswith("*."):
+        return host.endswith(pattern[1:]) and len(host) > len(pattern) - 1
+    return host == pattern
 
 
 @dataclass(frozen=True)
@@ -187,6 +233,7 @@ class Provider:
     base_url_example: str = ""
     note: str = ""
     oauth: OAuth | None = None
+    api_host: ApiHost | None = None
     # Added by the operator (CREDVAULT_EXTRA_CATALOG): its host comes from the server's own
     # configuration, so the outbound client may connect to a private address for it.
     operator: bool = False
@@ -284,7 +331,7 @@ def _parse_condition(raw: Any, where: str) -> JsonCondition | None:
     raise _fail(where, "`check.accept_json` takes `member` with `equals` or `present = true`")
 
 
-def _parse_check(raw: Any, where: str, known: frozenset[str]) -> Check:
+def _parse_check(raw: Any, where: str, required: frozenset[str], known: frozenset[str]) -> Check:
     if not isinstance(raw, dict):
         raise _fail(where, "`check` must be a table")
     _only(raw, CHECK_KEYS, f"{where} check")
@@ -306,11 +353,18 @@ def _parse_check(raw: Any, where: str, known: frozenset[str]) -> Check:
     in_url = raw.get("credential_in_url", False)
     if not isinstance(in_url, bool):
         raise _fail(where, "`check.credential_in_url` must be true or false")
+    path_fields = _key_names(raw, "path_fields", where)
     placeholders = _PLACEHOLDER.findall(path)
-    if (auth.type == "url" or placeholders) and not in_url:
+    identifiers = [name for name in placeholders if name in path_fields]
+    if not in_url and (auth.type == "url" or len(identifiers) < len(placeholders)):
         raise _fail(where, "a credential in the path must be flagged with `credential_in_url`")
-    if in_url and (auth.type != "url" or placeholders != [auth.field]):
+    if in_url and (auth.type != "url" or placeholders != [auth.field] or path_fields):
         raise _fail(where, "`credential_in_url` takes `auth.type = url` and its one placeholder")
+    if sorted(identifiers) != sorted(path_fields):
+        raise _fail(where, "each of `check.path_fields` fills exactly one placeholder of the path")
+    secrets = {auth.field, auth.password} - {""}
+    if path_fields & secrets or not path_fields <= required:
+        raise _fail(where, "`check.path_fields` names required keyNames that are not the secret")
     if "{" in _PLACEHOLDER.sub("", path) or "}" in _PLACEHOLDER.sub("", path):
         raise _fail(where, "`check.path` holds a malformed placeholder")
     headers = raw.get("headers", {})
@@ -339,6 +393,7 @@ def _parse_check(raw: Any, where: str, known: frozenset[str]) -> Check:
         content_type=_str(raw, "content_type", where, required=False) or "application/json",
         read_only=read_only,
         credential_in_url=in_url,
+        path_fields=path_fields,
     )
 
 
@@ -362,7 +417,7 @@ def _parse_shape(raw: Any, where: str) -> Shape:
         raise _fail(where, f"an api_key shape may not name {OAUTH_MARKERS_TEXT}")
     check = None
     if "check" in raw:
-        check = _parse_check(raw["check"], where, required | optional)
+        check = _parse_check(raw["check"], where, required, required | optional)
     return Shape(key_type, required, optional, check)
 
 
@@ -384,8 +439,8 @@ def _parse_oauth(raw: Any, where: str) -> OAuth:
     if not isinstance(raw, dict):
         raise _fail(where, "must be a table")
     _only(raw, OAUTH_KEYS, where)
-    for key in ("authorize_url", "token_url"):
-        if not _fixed_https(raw.get(key)):
+    for key in ("authorize_url", "token_url", "refresh_url"):
+        if (key != "refresh_url" or key in raw) and not _fixed_https(raw.get(key)):
             raise _fail(where, f"`{key}` must be a fixed https URL without query or user info")
     if urlsplit(_str(raw, "docs", where)).scheme != "https":
         raise _fail(where, "`docs` must be an https URL")
@@ -422,7 +477,37 @@ def _parse_oauth(raw: Any, where: str) -> OAuth:
         rotates_refresh_tokens=raw["rotates_refresh_tokens"],
         authorize_params=dict(params),
         docs=raw["docs"],
+        refresh_url=raw.get("refresh_url", ""),
     )
+
+
+def _parse_api_host_pattern(pattern: Any, where: str) -> str:
+    """A DNS name of two labels or more, with at most a leading `*.`: a wildcard stands for
+    labels under a domain, never under a bare top-level domain (`*.com`)."""
+    domain = pattern.removeprefix("*.") if isinstance(pattern, str) else None
+    if domain is None or not _DOMAIN.fullmatch(domain):
+        raise _fail(where, "`api_host_patterns` holds DNS names, each with at most a leading `*.`")
+    return pattern
+
+
+def _parse_api_host(
+    raw: Mapping[str, Any], where: str, shapes: tuple[Shape, ...]
+) -> ApiHost | None:
+    """The connection's own API host: `api_host_field` (the keyName of the set, as the token
+    answer names it) and `api_host_patterns`, given together."""
+    if "api_host_field" not in raw and "api_host_patterns" not in raw:
+        return None
+    field = raw.get("api_host_field")
+    if not isinstance(field, str) or not KEY_NAME_PATTERN.fullmatch(field):
+        raise _fail(where, "`api_host_field` must be a keyName")
+    if field in OAUTH_MARKERS or field in OAUTH_OPTIONAL:
+        raise _fail(where, "`api_host_field` may not be one of the OAuth fields")
+    patterns = raw.get("api_host_patterns")
+    if not isinstance(patterns, list) or not patterns:
+        raise _fail(where, "`api_host_field` needs `api_host_patterns`, a list of host patterns")
+    if not any(field in shape.known for shape in shapes):
+        raise _fail(where, f"`api_host_field` {field!r} is a keyName no shape names")
+    return ApiHost(field, tuple(_parse_api_host_pattern(p, where) for p in patterns))
 
 
 def _parse_provider(raw: Any, position: int) -> Provider:
@@ -460,6 +545,7 @@ def _parse_provider(raw: Any, position: int) -> Provider:
     oauth = _parse_oauth(raw["oauth"], where) if "oauth" in raw else None
     if oauth is not None and not any(shape.key_type == OAUTH for shape in shapes):
         raise _fail(where, "an `oauth` block needs an oauth shape to store its sets")
+    api_host = _parse_api_host(raw, where, shapes)
     return Provider(
         id=provider_id,
         name=name,
@@ -469,6 +555,7 @@ def _parse_provider(raw: Any, position: int) -> Provider:
         base_url_example=_str(raw, "base_url_example", where, required=False),
         note=_str(raw, "note", where, required=False),
         oauth=oauth,
+        api_host=api_host,
     )
 
 

@@ -4,8 +4,9 @@ The request goes through the strict outbound client (providers/outbound.py, CONT
 redirect followed, TLS verified, nothing from the environment, the whole call bounded by
 CREDVAULT_VERIFY_TIMEOUT, at most 1 MiB of the answer read (a JSON condition reads at most 64
 KiB of it), no retry. Every failure becomes a reason without passing an exception's text
-(which can hold a URL or a header) to a log or a caller. Only the catalog's host, or its
-server-side override from CREDVAULT_PROVIDER_BASE_URLS, is ever contacted.
+(which can hold a URL or a header) to a log or a caller. Only the catalog's host, its
+server-side override from CREDVAULT_PROVIDER_BASE_URLS, or the connection's own API host where
+the catalog names one and the host matches its patterns, is ever contacted.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
@@ -95,21 +96,46 @@ def base_url_for(provider: catalog.Provider) -> str | None:
     return configured_base_urls().get(provider.id, provider.base_url)
 
 
-def destination_for(provider: catalog.Provider) -> outbound.Destination | None:
-    """Where every call for `provider` goes (a check, a brokered call): its server-side
-    override, else the catalog's fixed host; None for a per-customer host without override. A
-    host the server's configuration named (an override, an operator's catalog entry) may be a
-    private one."""
-    base_url = base_url_for(provider)
-    if base_url is None:
+def connection_base_url(
+    provider: catalog.Provider, fields: Mapping[str, Revealable] | None
+) -> str | None:
+    """The connection's own API base, `https://<host>`, where the catalog names the field that
+    holds it (Salesforce's `instance_url`) and the set's value matches the catalog's host
+    patterns; else None."""
+    if provider.api_host is None or fields is None:
         return None
-    configured = provider.operator or provider.id in configured_base_urls()
-    return outbound.Destination.from_base_url(base_url, configured=configured)
+    value = fields.get(provider.api_host.field)
+    return provider.api_host.base_url(value.reveal()) if value is not None else None
+
+
+def destination_for(
+    provider: catalog.Provider, fields: Mapping[str, Revealable] | None = None
+) -> outbound.Destination | None:
+    """Where every call for `provider` with the set `fields` goes (a check, a brokered call):
+    the server-side override, else the connection's own API host (`connection_base_url`),
+    else the catalog's fixed host; None for a per-customer host without either. A host the
+    server's configuration named (an override, an operator's catalog entry) may be a private
+    one; a connection's own host, which its provider named, is held to public addresses like
+    the catalog's."""
+    override = configured_base_urls().get(provider.id)
+    if override is not None:
+        return outbound.Destination.from_base_url(override, configured=True)
+    own = connection_base_url(provider, fields)
+    if own is not None:
+        return outbound.Destination.from_base_url(own, configured=False)
+    if provider.base_url is None:
+        return None
+    return outbound.Destination.from_base_url(provider.base_url, configured=provider.operator)
 
 
 def can_verify(provider: catalog.Provider, shape: catalog.Shape) -> bool:
-    """Whether a set of this shape gets a real check here (else `no_verifier`)."""
-    return shape.check is not None and base_url_for(provider) is not None
+    """Whether a set of this shape gets a real check here (else `no_verifier`): one with a
+    base URL, the catalog's, the operator's, or the connection's own host where the shape
+    takes that field (a set without it is checked only with one of the others)."""
+    if shape.check is None:
+        return False
+    own_host = provider.api_host is not None and provider.api_host.field in shape.known
+    return base_url_for(provider) is not None or own_host
 
 
 # --- building the request -------------------------------------------------------------------
@@ -124,12 +150,16 @@ def _headers(check: Check, placed: placement.Placement) -> dict[str, str]:
     return headers
 
 
-def _path(check: Check, placed: placement.Placement) -> str:
-    """The check's path; a flagged check carries its credential in it (Telegram's bot token),
-    percent-encoded and never logged."""
+def _path(check: Check, placed: placement.Placement, fields: Mapping[str, Revealable]) -> str:
+    """The check's path: its `path_fields` (identifiers such as Twilio's Account SID) filled
+    in, each percent-encoded as one segment; a flagged check carries its credential in it
+    (Telegram's bot token), percent-encoded and never logged."""
+    path = check.path
+    for name in check.path_fields:
+        path = path.replace("{" + name + "}", quote(fields[name].reveal(), safe=""))
     if not check.credential_in_url:
-        return check.path
-    return placed.path_prefix + check.path.partition("{" + check.auth.field + "}")[2]
+        return path
+    return placed.path_prefix + path.partition("{" + check.auth.field + "}")[2]
 
 
 def _judge(check: Check, answer: outbound.Answer) -> Reason:
@@ -162,7 +192,7 @@ def run_check(
     shuts the exchange's sockets down and the caller answers `provider_unavailable`.
     Never raises for network trouble.
     """
-    destination = destination_for(provider)
+    destination = destination_for(provider, fields)
     if destination is None:
         return Reason.NO_VERIFIER
     try:
@@ -176,7 +206,7 @@ def run_check(
         answer = outbound.send(
             destination=destination,
             method=check.method,
-            target=destination.base_path + _path(check, placed),
+            target=destination.base_path + _path(check, placed, fields),
             headers=_headers(check, placed),
             body=check.body.encode() if check.body is not None else None,
             timeout=timeout,
@@ -205,7 +235,7 @@ def verify(provider_id: str, fields: Mapping[str, Revealable]) -> Verdict:
     if provider is None:
         return Verdict(Reason.NO_VERIFIER)
     shape = provider.match(fields).shape
-    if shape is None or not can_verify(provider, shape):
+    if shape is None or shape.check is None or destination_for(provider, fields) is None:
         return Verdict(Reason.NO_VERIFIER)
     timeout = float(settings.CREDVAULT_VERIFY_TIMEOUT)
     return Verdict(run_check(provider, shape.check, fields, timeout))

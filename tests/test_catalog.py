@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -198,6 +199,246 @@ def test_the_fifteen_providers_of_contract_12_have_oauth_and_keep_its_rules():
     assert catalog()["microsoft"].oauth.pkce is True
 
 
+PATH_FIELDS_CHECK = VALID.replace(
+    'required = ["api_key"]', 'required = ["api_key", "account_id"]'
+).replace('path = "/me"', 'path = "/accounts/{account_id}/me"\npath_fields = ["account_id"]')
+
+
+def test_a_path_field_fills_its_placeholder():
+    check = parse_catalog(PATH_FIELDS_CHECK)["example"].shapes[0].check
+    assert check.path_fields == {"account_id"}
+    assert not check.credential_in_url
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        # The secret is never a path field: it would travel in the URL unflagged.
+        (('path_fields = ["account_id"]', 'path_fields = ["api_key"]'), "`credential_in_url`"),
+        (
+            ('path = "/accounts/{account_id}/me"', 'path = "/accounts/{api_key}/me"'),
+            "`credential_in_url`",
+        ),
+        (('path = "/accounts/{account_id}/me"', 'path = "/me"'), "exactly one placeholder"),
+        (('"/accounts/{account_id}/me"', '"/a/{account_id}/{account_id}"'), "exactly one"),
+        # An identifier the set may lack could not fill the path.
+        (
+            ('required = ["api_key", "account_id"]', 'required = ["api_key"]'),
+            "`check.path_fields`",
+        ),
+    ],
+)
+def test_an_invalid_path_field_names_entry_and_field(change, words):
+    old, new = change
+    assert old in PATH_FIELDS_CHECK
+    with pytest.raises(CatalogError) as raised:
+        parse_catalog(PATH_FIELDS_CHECK.replace(old, new, 1))
+    assert words in str(raised.value)
+
+
+def test_a_refresh_url_of_its_own_parses_and_must_be_a_fixed_https_url():
+    refreshing = WITH_OAUTH.replace(
+        "scopes = [", 'refresh_url = "https://example.com/oauth/refresh"\nscopes = ['
+    )
+    assert parse_catalog(refreshing)["example"].oauth.refresh_url == (
+        "https://example.com/oauth/refresh"
+    )
+    assert parse_catalog(WITH_OAUTH)["example"].oauth.refresh_url == ""
+    with pytest.raises(CatalogError, match="`refresh_url`"):
+        parse_catalog(refreshing.replace("https://example.com/oauth/refresh", "http://x/r"))
+
+
+API_HOST = WITH_OAUTH.replace(
+    'base_url = "https://api.example.com"',
+    'base_url = "https://api.example.com"\n'
+    'api_host_field = "instance_url"\n'
+    'api_host_patterns = ["*.api.example.com"]',
+).replace(
+    'key_type = "oauth"\nrequired = ["access_token"]',
+    'key_type = "oauth"\nrequired = ["access_token"]\noptional = ["refresh_token", "instance_url"]',
+)
+
+
+def test_a_connections_api_host_parses():
+    provider = parse_catalog(API_HOST)["example"]
+    assert provider.api_host.field == "instance_url"
+    assert provider.api_host.patterns == ("*.api.example.com",)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (('api_host_patterns = ["*.api.example.com"]', ""), "`api_host_patterns`"),
+        (('api_host_field = "instance_url"\n', ""), "`api_host_field`"),
+        (('"*.api.example.com"', '"*.com"'), "`api_host_patterns`"),
+        (('"*.api.example.com"', '"https://x.example.com"'), "`api_host_patterns`"),
+        (('"*.api.example.com"', '"x.*.example.com"'), "`api_host_patterns`"),
+        (('api_host_patterns = ["*.api.example.com"]', "api_host_patterns = []"), "patterns"),
+        (('api_host_field = "instance_url"', 'api_host_field = "Instance"'), "a keyName"),
+        (('api_host_field = "instance_url"', 'api_host_field = "access_token"'), "OAuth fields"),
+        (('api_host_field = "instance_url"', 'api_host_field = "api_host"'), "no shape names"),
+    ],
+)
+def test_an_invalid_api_host_names_entry_and_field(change, words):
+    old, new = change
+    assert old in API_HOST
+    with pytest.raises(CatalogError) as raised:
+        parse_catalog(API_HOST.replace(old, new, 1))
+    assert "'example'" in str(raised.value)
+    assert words in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "base"),
+    [
+        ("https://acme.my.salesforce.com", "https://acme.my.salesforce.com"),
+        ("https://acme.my.salesforce.com/", "https://acme.my.salesforce.com"),
+        ("https://Acme.My.Salesforce.com:443", "https://acme.my.salesforce.com"),
+        (
+            "https://acme--dev.sandbox.my.salesforce.com",
+            "https://acme--dev.sandbox.my.salesforce.com",
+        ),
+        ("http://acme.my.salesforce.com", None),
+        ("https://my.salesforce.com", None),
+        ("https://acme.my.salesforce.com.evil.example", None),
+        ("https://evil.example/acme.my.salesforce.com", None),
+        ("https://evil.example#.my.salesforce.com", None),
+        ("https://evil.example?.my.salesforce.com", None),
+        ("https://user@acme.my.salesforce.com", None),
+        ("https://acme.my.salesforce.com:8443", None),
+        ("https://acme.my.salesforce.com/services/data", None),
+        ("https://acme.my.salesforce.com\n", None),
+        ("https://-acme.my.salesforce.com", None),
+        ("https://10.0.0.1", None),
+        ("acme.my.salesforce.com", None),
+        ("", None),
+    ],
+)
+def test_a_connections_api_host_is_taken_only_as_https_and_a_matching_name(value, base):
+    assert catalog()["salesforce"].api_host.base_url(value) == base
+
+
+# --- provider facts, as their documentation gives them ----------------------------------------
+
+
+def _entry_text(provider_id: str) -> str:
+    """The catalog file's text of one provider's entry, comments included."""
+    text = CATALOG_PATH.read_text(encoding="utf-8")
+    start = text.index(f'\nid = "{provider_id}"\n')
+    end = text.find("\n[[providers]]\n", start)
+    return text[start : end if end != -1 else len(text)]
+
+
+class TestProviderFacts:
+    def test_figma_refreshes_at_its_own_url_and_keeps_the_refresh_token(self):
+        oauth = catalog()["figma"].oauth
+        assert oauth.rotates_refresh_tokens is False
+        assert oauth.refresh_url == "https://api.figma.com/v1/oauth/refresh"
+
+    def test_hubspot_takes_pkce_at_its_date_versioned_token_url(self):
+        oauth = catalog()["hubspot"].oauth
+        assert oauth.pkce is True
+        assert oauth.token_url == "https://api.hubapi.com/oauth/2026-03/token"
+        assert oauth.client_auth == "client_secret_post"
+
+    def test_slack_is_sent_no_pkce(self):
+        assert catalog()["slack"].oauth.pkce is False
+
+    def test_bitbucket_takes_an_account_email_and_an_api_token(self):
+        bitbucket = catalog()["bitbucket"]
+        assert bitbucket.match(["username", "app_password"]).shape is None
+        shape = bitbucket.match(["email", "api_token"]).shape
+        assert (shape.check.auth.username, shape.check.auth.password) == ("email", "api_token")
+
+    def test_twilio_checks_the_account_its_set_names(self):
+        twilio = catalog()["twilio"]
+        token = twilio.match(["account_sid", "auth_token"]).shape.check
+        assert token.path == "/2010-04-01/Accounts/{account_sid}.json"
+        key = twilio.match(["account_sid", "api_key_sid", "api_key_secret"]).shape.check
+        # Not the Accounts resource, which a Standard API key may not read.
+        assert key.path == "/2010-04-01/Accounts/{account_sid}/IncomingPhoneNumbers.json"
+        assert token.path_fields == key.path_fields == {"account_sid"}
+
+    @pytest.mark.parametrize(
+        ("provider_id", "header", "value"),
+        [
+            ("klaviyo", "revision", "2026-10-15"),
+            ("monday", "API-Version", "2026-10"),
+            ("pinecone", "X-Pinecone-Api-Version", "2026-04"),
+        ],
+    )
+    def test_api_versions_are_current_ones(self, provider_id, header, value):
+        checks = [shape.check for shape in catalog()[provider_id].shapes if shape.check]
+        assert checks
+        assert {check.headers[header] for check in checks} == {value}
+
+    def test_shopify_calls_a_supported_version(self):
+        [shape] = catalog()["shopify"].shapes
+        assert shape.check.path == "/admin/api/2026-10/shop.json"
+
+    def test_salesforce_and_pipedrive_name_the_connections_api_host(self):
+        salesforce, pipedrive = catalog()["salesforce"], catalog()["pipedrive"]
+        assert salesforce.api_host.field == "instance_url"
+        assert salesforce.api_host.patterns == ("*.my.salesforce.com",)
+        assert pipedrive.api_host.field == "api_domain"
+        assert pipedrive.api_host.patterns == ("*.pipedrive.com",)
+
+    @pytest.mark.parametrize(
+        ("provider_id", "sources"),
+        [
+            ("figma", ["https://arcticjs.dev/providers/figma", "could not be read"]),
+            (
+                "hubspot",
+                [
+                    "https://developers.hubspot.com/changelog/v1-oauth-api-deprecation",
+                    "https://developers.hubspot.com/docs/api-reference/2026-03/authentication/"
+                    "oauth-tokens/refresh-oauth-token",
+                    "could not be read",
+                ],
+            ),
+            ("slack", ["https://docs.slack.dev/authentication/using-pkce"]),
+            ("bitbucket", ["https://support.atlassian.com/bitbucket-cloud/docs/using-api-tokens/"]),
+            (
+                "twilio",
+                [
+                    "https://www.twilio.com/docs/iam/api/account#fetch-an-account-resource",
+                    "https://www.twilio.com/docs/iam/api-keys/key-resource-v1#types-of-keys",
+                ],
+            ),
+            (
+                "klaviyo",
+                ["https://developers.klaviyo.com/en/docs/api_versioning_and_deprecation_policy"],
+            ),
+            (
+                "monday",
+                [
+                    "https://developer.monday.com/api-reference/changelog/"
+                    "2026-10-is-now-the-current-api-version"
+                ],
+            ),
+            ("shopify", ["https://shopify.dev/docs/changelog/release-notes/2026-10", "could not"]),
+            ("pinecone", ["https://docs.pinecone.io/reference/api/versioning", "could not be"]),
+            (
+                "salesforce",
+                ["https://developer.salesforce.com/docs/platform/pkg2-dev/guide/"],
+            ),
+            (
+                "pipedrive",
+                [
+                    "https://developers.pipedrive.com/changelog/post/"
+                    "new-parameter-in-oauth-oauthtoken-responses"
+                ],
+            ),
+        ],
+    )
+    def test_each_changed_value_names_its_source_or_says_it_is_unconfirmed(
+        self, provider_id, sources
+    ):
+        entry = _entry_text(provider_id)
+        for source in sources:
+            assert source in entry, (provider_id, source)
+
+
 # --- the catalog rules, over every entry -----------------------------------------------------
 
 
@@ -225,12 +466,18 @@ def test_every_entry_keeps_the_catalog_rules():
             if check.body is not None:
                 assert check.method == "POST", where
                 assert "mutation" not in check.body.lower(), where
-            # The credential stays out of the URL, but for flagged entries.
+            # The credential stays out of the URL, but for flagged entries; a placeholder
+            # elsewhere is a declared identifier of the set (Twilio's Account SID), never the
+            # secret.
             if check.credential_in_url:
                 flagged_in_url.add(provider.id)
                 assert check.auth.type == "url", where
             else:
-                assert "{" not in check.path, where
+                placeholders = re.findall(r"\{([a-z_]+)\}", check.path)
+                assert sorted(placeholders) == sorted(check.path_fields), where
+                assert not check.path_fields & {check.auth.field, check.auth.password}, where
+                assert check.path_fields <= shape.required, where
+                assert "{" not in re.sub(r"\{[a-z_]+\}", "", check.path), where
                 assert check.auth.type in ("bearer", "header", "basic"), where
             assert "?" not in check.path, where
             assert "authorization" not in {name.lower() for name in check.headers}, where
@@ -280,10 +527,13 @@ def _satisfying_body(check: Check) -> bytes:
 
 
 def _expected_path(check: Check, fields: dict[str, Secret]) -> str:
+    path = check.path
+    for name in check.path_fields:
+        path = path.replace("{" + name + "}", quote(fields[name].reveal(), safe=""))
     if not check.credential_in_url:
-        return check.path
+        return path
     value = quote(fields[check.auth.field].reveal(), safe=":")
-    return check.path.replace("{" + check.auth.field + "}", value)
+    return path.replace("{" + check.auth.field + "}", value)
 
 
 def _assert_placement(check: Check, fields: dict[str, Secret], headers: dict[str, str]) -> None:
@@ -352,7 +602,7 @@ class TestPerCustomerHosts:
         settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"shopify": provider_server.url})
         fields = {"access_token": Secret("shpat_x")}
         assert verification.verify("shopify", fields).reason == "accepted"
-        assert provider_server.requests[0].path == "/admin/api/2025-01/shop.json"
+        assert provider_server.requests[0].path == "/admin/api/2026-10/shop.json"
 
 
 def test_the_telegram_token_is_never_logged(provider_server, caplog):
