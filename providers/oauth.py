@@ -7,7 +7,9 @@ A token answer is classified into the failure classes the lifecycle keeps apart:
 
 - `Refused`: the provider refused the grant (400 or 401 from the token URL, `invalid_grant`
   and the like): the person must authorize again;
-- `Misconfigured`: the provider refused the client (`invalid_client`, `unauthorized_client`);
+- `Misconfigured`: the provider refused the client, whatever the status (`invalid_client`,
+  `unauthorized_client`, and the providers' own words for it: CLIENT_ERRORS): the account's
+  OAuth client is wrong, which no person's consent repairs;
 - `Unavailable`: no usable answer (timeout, refused connection, 5xx, 429, an answer that is
   not a token): nothing is decided, nothing changes.
 """
@@ -28,7 +30,23 @@ from providers.catalog import OAuth, Provider
 
 USER_AGENT = "credvault"
 MAX_TOKEN_ANSWER = 64 * 1024
-CLIENT_ERRORS = frozenset({"invalid_client", "unauthorized_client"})
+# A token URL's `error` that refuses the client itself, not the person's grant.
+CLIENT_ERRORS = frozenset(
+    {
+        # RFC 6749 5.2.
+        "invalid_client",
+        "unauthorized_client",
+        # Salesforce: an unknown consumer key
+        # (https://developer.salesforce.com/docs/platform/sf-connect-dev-guide/guide/sf-connect-xorg-troubleshooting.html).
+        "invalid_client_id",
+        # Slack, with HTTP 200 and `ok: false`: `invalid_client_id` and `bad_client_secret`
+        # (https://docs.slack.dev/reference/methods/oauth.v2.access).
+        "bad_client_secret",
+        # GitHub, with HTTP 200: "The client_id and/or client_secret passed are incorrect"
+        # (https://docs.github.com/en/apps/oauth-apps/maintaining-oauth-apps/troubleshooting-oauth-app-access-token-request-errors).
+        "incorrect_client_credentials",
+    }
+)
 
 
 class OAuthUrlError(ValueError):
@@ -63,6 +81,12 @@ class Endpoints:
     # Named by the server's own configuration (CREDVAULT_PROVIDER_OAUTH_URLS): its host may be
     # a private one, as for CREDVAULT_PROVIDER_BASE_URLS.
     configured: bool
+    # Where refreshes go: the token URL but for a provider with a refresh endpoint of its own.
+    refresh_url: str = ""
+
+    @property
+    def refresh(self) -> str:
+        return self.refresh_url or self.token_url
 
 
 @dataclass(frozen=True)
@@ -83,13 +107,18 @@ class Tokens:
     expires_in: int | None
     scope: str | None
     token_type: str | None
+    # The connection's own API host as the answer names it, for a provider whose catalog entry
+    # has an `api_host_field` (Salesforce's `instance_url`); not yet checked against its
+    # patterns.
+    api_host: str | None = None
 
     def __repr__(self) -> str:
         return f"Tokens(expires_in={self.expires_in!r}, scope={self.scope!r})"
 
 
 def parse_oauth_urls(raw: str) -> dict[str, dict[str, str]]:
-    """Parse CREDVAULT_PROVIDER_OAUTH_URLS: provider id to {"authorize": URL, "token": URL}."""
+    """Parse CREDVAULT_PROVIDER_OAUTH_URLS: provider id to {"authorize": URL, "token": URL},
+    and optionally "refresh": URL for a provider that refreshes elsewhere."""
     try:
         data = json.loads(raw or "{}")
     except ValueError:
@@ -98,13 +127,19 @@ def parse_oauth_urls(raw: str) -> dict[str, dict[str, str]]:
         raise OAuthUrlError("CREDVAULT_PROVIDER_OAUTH_URLS must be a JSON object")
     for provider_id, urls in data.items():
         where = f"CREDVAULT_PROVIDER_OAUTH_URLS[{provider_id!r}]"
-        if not isinstance(urls, dict) or set(urls) != {"authorize", "token"}:
-            raise OAuthUrlError(f"{where} must be an object with `authorize` and `token`")
+        if not isinstance(urls, dict) or not {"authorize", "token"} <= set(urls) <= {
+            "authorize",
+            "token",
+            "refresh",
+        }:
+            raise OAuthUrlError(
+                f"{where} must be an object with `authorize` and `token` (and `refresh`)"
+            )
         for name, url in urls.items():
             parts = urlsplit(url) if isinstance(url, str) else None
             if not parts or parts.scheme not in ("http", "https") or not parts.hostname:
                 raise OAuthUrlError(f"{where}.{name} must be an http(s) URL")
-            if parts.username or parts.fragment or (name == "token" and parts.query):
+            if parts.username or parts.fragment or (name != "authorize" and parts.query):
                 raise OAuthUrlError(f"{where}.{name} must hold no user info, fragment or query")
     return data
 
@@ -115,8 +150,18 @@ def endpoints(provider: Provider) -> Endpoints:
     assert provider.oauth is not None
     configured = parse_oauth_urls(settings.CREDVAULT_PROVIDER_OAUTH_URLS).get(provider.id)
     if configured:
-        return Endpoints(configured["authorize"], configured["token"], configured=True)
-    return Endpoints(provider.oauth.authorize_url, provider.oauth.token_url, configured=False)
+        return Endpoints(
+            configured["authorize"],
+            configured["token"],
+            configured=True,
+            refresh_url=configured.get("refresh", ""),
+        )
+    return Endpoints(
+        provider.oauth.authorize_url,
+        provider.oauth.token_url,
+        configured=False,
+        refresh_url=provider.oauth.refresh_url,
+    )
 
 
 def challenge_for(verifier: str) -> str:
@@ -134,8 +179,8 @@ def authorize_url(
     verifier: str,
     scopes: tuple[str, ...],
 ) -> str:
-    """Where the person's browser goes to consent. The PKCE challenge is always sent: a
-    provider without PKCE ignores it (CONTRACT 12)."""
+    """Where the person's browser goes to consent. The PKCE challenge (S256) goes to a
+    provider whose catalog entry says it takes PKCE, and never to another."""
     oauth = provider.oauth
     assert oauth is not None
     params = {
@@ -143,9 +188,10 @@ def authorize_url(
         "client_id": client_id,
         "redirect_uri": redirect_uri,
         "state": state,
-        "code_challenge": challenge_for(verifier),
-        "code_challenge_method": "S256",
     }
+    if oauth.pkce:
+        params["code_challenge"] = challenge_for(verifier)
+        params["code_challenge_method"] = "S256"
     if scopes:
         params["scope"] = oauth.scope_separator.join(scopes)
     params.update(oauth.authorize_params)
@@ -156,30 +202,29 @@ def authorize_url(
 def exchange_code(
     provider: Provider, *, client: Client, code: str, verifier: str, redirect_uri: str
 ) -> Tokens:
-    """The authorization code exchanged for a set. Raises a TokenError."""
-    return _token_request(
-        provider,
-        client,
-        {
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": redirect_uri,
-            "code_verifier": verifier,
-        },
-    )
+    """The authorization code exchanged for a set; the PKCE verifier goes with it only to a
+    provider that takes PKCE (it was sent the challenge). Raises a TokenError."""
+    oauth: OAuth = provider.oauth  # type: ignore[assignment]
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri}
+    if oauth.pkce:
+        form["code_verifier"] = verifier
+    where = endpoints(provider)
+    return _token_request(provider, client, form, url=where.token_url, where=where)
 
 
 def refresh(provider: Provider, *, client: Client, refresh_token: str) -> Tokens:
-    """A new access token for the refresh token. Raises a TokenError."""
-    return _token_request(
-        provider, client, {"grant_type": "refresh_token", "refresh_token": refresh_token}
-    )
-
-
-def _token_request(provider: Provider, client: Client, form: dict[str, str]) -> Tokens:
-    oauth: OAuth = provider.oauth  # type: ignore[assignment]
+    """A new access token for the refresh token, asked at the provider's refresh URL (its
+    token URL unless it has one of its own). Raises a TokenError."""
     where = endpoints(provider)
-    parts = urlsplit(where.token_url)
+    form = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+    return _token_request(provider, client, form, url=where.refresh, where=where)
+
+
+def _token_request(
+    provider: Provider, client: Client, form: dict[str, str], *, url: str, where: Endpoints
+) -> Tokens:
+    oauth: OAuth = provider.oauth  # type: ignore[assignment]
+    parts = urlsplit(url)
     destination = outbound.Destination.from_base_url(
         f"{parts.scheme}://{parts.netloc}", configured=where.configured
     )
@@ -210,7 +255,9 @@ def _token_request(provider: Provider, client: Client, form: dict[str, str]) -> 
     error = document.get("error")
     error = error if isinstance(error, str) and error.isascii() and len(error) <= 64 else ""
     if answer.status == 200 and not error:
-        return _tokens(document)
+        return _tokens(
+            document, api_host_field=provider.api_host.field if provider.api_host else ""
+        )
     if error in CLIENT_ERRORS:
         raise Misconfigured(error)
     if answer.status in (400, 401) or (answer.status == 200 and error):
@@ -233,7 +280,7 @@ def _document(answer: outbound.Answer) -> Mapping[str, object]:
     return document if isinstance(document, dict) else {}
 
 
-def _tokens(document: Mapping[str, object]) -> Tokens:
+def _tokens(document: Mapping[str, object], *, api_host_field: str) -> Tokens:
     access_token = document.get("access_token")
     if not isinstance(access_token, str) or not access_token:
         raise Unavailable()
@@ -245,10 +292,12 @@ def _tokens(document: Mapping[str, object]) -> Tokens:
         expires = None
     scope = document.get("scope")
     token_type = document.get("token_type")
+    api_host = document.get(api_host_field) if api_host_field else None
     return Tokens(
         access_token=access_token,
         refresh_token=refresh_token if isinstance(refresh_token, str) and refresh_token else None,
         expires_in=expires,
         scope=scope if isinstance(scope, str) else None,
         token_type=token_type if isinstance(token_type, str) else None,
+        api_host=api_host if isinstance(api_host, str) and api_host else None,
     )

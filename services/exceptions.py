@@ -151,6 +151,21 @@ class ReauthorizationRequired(ProblemError):
     )
 
 
+class OAuthClientMisconfigured(ProblemError):
+    """The provider refused the OAuth client itself while refreshing (its client ID or secret,
+    `invalid_client` and the like): the account's configuration, not the person's consent, is
+    at fault, so the connection keeps its status and its set."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "oauth_client_misconfigured"
+    default_detail = (
+        "The OAuth client is misconfigured: the provider refused its client ID or secret "
+        "while refreshing this connection. Nothing was changed; once the account's OAuth "
+        "client (PUT /api/v1/oauth-clients/{provider}), or the set's own client_id and "
+        "client_secret, is corrected, the next use refreshes again."
+    )
+
+
 class ProviderUnavailable(ProblemError):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "provider_unavailable"

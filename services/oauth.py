@@ -12,8 +12,13 @@
   at the generation it read and unclaimed), asks the token URL with no database connection
   held, and stores the answer as the next generation in one transaction, the rotated refresh
   token with it (a provider that sends none: the old one is kept). The others wait for the new
-  generation and use it. A refusal marks `reauthorization_required` (the set stays for
-  inspection); an unavailable token URL changes nothing.
+  generation and use it. A refusal of the grant marks `reauthorization_required` (the set
+  stays for inspection); a refusal of the client itself (`invalid_client` and the like: the
+  account's configuration, which no consent repairs) and an unavailable token URL change
+  nothing.
+- **A connection's own API host.** Where the catalog names the field of a token answer that
+  holds it (Salesforce's `instance_url`), it is stored with the set when it matches the
+  catalog's host patterns; a connect whose answer names another host stores nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from services.audit import BROWSER_ACTOR, Actor, Operation
 from services.crypto import Place, key_ring
 from services.exceptions import (
     NotGranted,
+    OAuthClientMisconfigured,
     OAuthClientNotFound,
     OAuthNotSupported,
     ProviderUnavailable,
@@ -227,10 +233,27 @@ def finish_connect(*, state: str, code: str, error: str, request_id: str) -> Con
     except provider_oauth.Unavailable:
         _failed(actor, row.service, 503, "unavailable")
         raise CallbackFailed(f"{provider.name} could not be reached.", status=502) from None
+    except provider_oauth.Misconfigured as exc:
+        _failed(actor, row.service, 409, exc.code)
+        raise CallbackFailed(
+            f"The OAuth client is misconfigured: {provider.name} refused its client ID or "
+            f"secret ({_printable(exc.code)}). Correct the account's OAuth client, then "
+            "connect again. Nothing was stored.",
+            status=409,
+        ) from None
     except provider_oauth.TokenError as exc:
         _failed(actor, row.service, 400, exc.code or "refused")
         raise CallbackFailed(f"{provider.name} refused the authorization code.") from None
-    fields = _token_fields(tokens, previous_refresh=None, scopes=tuple(row.scopes))
+    api_host = provider.api_host
+    if api_host and tokens.api_host is not None and not api_host.base_url(tokens.api_host):
+        _failed(actor, row.service, 400, "api_host_refused")
+        raise CallbackFailed(
+            f"{provider.name} named an API host ({api_host.field}) that is not "
+            f"{api_host.rule}. Nothing was stored."
+        )
+    fields = _token_fields(
+        tokens, previous_refresh=None, scopes=tuple(row.scopes), provider=provider
+    )
     credential_set = credentials.credential_set(service=row.service, fields=fields)
     with transaction.atomic():
         stored = credentials.store_credentials(actor=actor, credentials=credential_set)
@@ -255,9 +278,19 @@ def _printable(text: str) -> str:
 
 
 def _token_fields(
-    tokens: provider_oauth.Tokens, *, previous_refresh: Secret | None, scopes: tuple[str, ...]
+    tokens: provider_oauth.Tokens,
+    *,
+    previous_refresh: Secret | None,
+    scopes: tuple[str, ...],
+    provider: catalog.Provider,
 ) -> list[tuple[str, Secret]]:
+    """The set of a token answer. Its API host (where the provider names one) is taken only
+    when it matches the catalog's patterns: the callback refuses another one first, and a
+    refresh keeps the stored one (`_refresh_and_store`)."""
     fields: list[tuple[str, Secret]] = [("access_token", Secret(tokens.access_token))]
+    api_host = provider.api_host
+    if api_host is not None and tokens.api_host and api_host.base_url(tokens.api_host):
+        fields.append((api_host.field, Secret(tokens.api_host)))
     refresh_token = Secret(tokens.refresh_token) if tokens.refresh_token else previous_refresh
     if refresh_token is not None:
         fields.append(("refresh_token", refresh_token))
@@ -305,7 +338,8 @@ def usable_set(
 ) -> tuple[queries.GrantedSet, list[tuple[str, Secret]]]:
     """The set an agent's read or brokered call uses, and its values: refreshed first when it
     is an OAuth set that expires within CREDVAULT_REFRESH_AHEAD. Raises
-    ReauthorizationRequired (409) or ProviderUnavailable (503)."""
+    ReauthorizationRequired (409), OAuthClientMisconfigured (409) or ProviderUnavailable
+    (503)."""
     from services.agents import granted_set, open_fields
 
     if found.status == ServiceStatus.REAUTHORIZATION_REQUIRED:
@@ -328,7 +362,8 @@ def usable_set(
 
 def refresh_service(*, actor: Actor, service: str, generation: int) -> None:
     """Move the service past `generation` with a refreshed set: by refreshing it here, or by
-    waiting for the worker that does. Raises ReauthorizationRequired or ProviderUnavailable."""
+    waiting for the worker that does. Raises ReauthorizationRequired,
+    OAuthClientMisconfigured or ProviderUnavailable."""
     timeout = float(settings.CREDVAULT_VERIFY_TIMEOUT)
     gives_up = time.monotonic() + timeout + 2 * CLAIM_MARGIN_SECONDS
     while True:
@@ -425,19 +460,33 @@ def _refresh_and_store(
         audit.record(actor, Operation.REFRESH, status=503, service=service, target="unavailable")
         raise ProviderUnavailable() from None
     except provider_oauth.Misconfigured as exc:
-        _mark_reauthorization(actor, service, service_id, generation, why=exc.code)
-        raise ReauthorizationRequired() from None
+        # The client, not the person's grant: the status stays, so that the connection
+        # works again as soon as the client is corrected.
+        audit.record(actor, Operation.REFRESH, status=409, service=service, target=exc.code)
+        raise OAuthClientMisconfigured() from None
     except provider_oauth.Refused as exc:
         _mark_reauthorization(actor, service, service_id, generation, why=exc.code or "refused")
         raise ReauthorizationRequired() from None
-    kept = [
+    fields = _token_fields(
+        tokens, previous_refresh=refresh_token, scopes=_scopes(stored), provider=provider
+    )
+    # A refresh answer without an acceptable API host keeps the stored one: the new tokens
+    # are stored all the same, so that a rotated refresh token is never lost.
+    taken = {name for name, _ in fields}
+    fields += [
         (name, stored[name])
-        for name in ("client_id", "client_secret", "id_token")
-        if name in stored
+        for name in ("client_id", "client_secret", "id_token", _host_field(provider))
+        if name in stored and name not in taken
     ]
-    scopes = tuple(stored["scope"].reveal().split()) if "scope" in stored else ()
-    fields = _token_fields(tokens, previous_refresh=refresh_token, scopes=scopes) + kept
     _store_generation(actor, service, service_id, generation, fields)
+
+
+def _scopes(stored: dict[str, Secret]) -> tuple[str, ...]:
+    return tuple(stored["scope"].reveal().split()) if "scope" in stored else ()
+
+
+def _host_field(provider: catalog.Provider) -> str:
+    return provider.api_host.field if provider.api_host is not None else ""
 
 
 def _provider_of(provider_id: str) -> catalog.Provider | None:
@@ -530,6 +579,8 @@ def refresh_expiring(*, ahead_seconds: float):
             refresh_service(actor=actor, service=service, generation=generation)
         except ReauthorizationRequired:
             yield Outcome(account_id, service, "reauthorization_required")
+        except OAuthClientMisconfigured:
+            yield Outcome(account_id, service, "oauth_client_misconfigured")
         except ProviderUnavailable:
             yield Outcome(account_id, service, "provider_unavailable")
         else:

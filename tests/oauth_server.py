@@ -2,12 +2,17 @@
 and an API, as a real provider has them, over real HTTP.
 
 - `GET /authorize`: a consent page with an "Allow" link back to the redirect URI with a code
-  (and the state); the code remembers the PKCE challenge and the redirect URI.
-- `POST /token`: `authorization_code` (the verifier must match the challenge) and
-  `refresh_token`; every request is kept (`token_requests`), with its form and headers.
-  `refresh_mode` makes refreshes fail (`invalid_grant`, `unavailable`); `rotating` makes each
-  refresh replace the refresh token and kill the old one; `send_refresh_token = False` leaves
-  it out of refresh answers; `refresh_delay` holds each refresh that long.
+  (and the state); the code remembers the PKCE challenge, if one came, and the redirect URI.
+- `POST /token` (and `POST /refresh`, for a provider that refreshes at a URL of its own):
+  `authorization_code` (the verifier must match the challenge when one came; without a
+  challenge the verifier is not looked at, as a provider without PKCE does) and
+  `refresh_token`; every request is kept (`token_requests`), with its path, form and headers.
+  `refresh_mode` makes refreshes fail (`invalid_grant`, `unavailable`); `refresh_error`
+  answers each refresh with that status and `error` instead (`(200, "bad_client_secret")`,
+  Slack's way), `exchange_error` each code exchange; `rotating` makes each refresh replace
+  the refresh token and kill the old one; `send_refresh_token = False` leaves it out of
+  refresh answers; `refresh_delay` holds each refresh that long; `extra_answer` adds members
+  to every token answer (`instance_url`).
 - `GET /api/...`: 200 with the current access token as Bearer, else 401.
 """
 
@@ -29,6 +34,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 class TokenRequest:
     form: dict[str, str]
     headers: dict[str, str]
+    path: str = "/token"
 
 
 @dataclass
@@ -37,7 +43,10 @@ class OAuthServer:
     rotating: bool = False
     send_refresh_token: bool = True
     refresh_mode: str = "ok"
+    refresh_error: tuple[int, str] | None = None
+    exchange_error: tuple[int, str] | None = None
     refresh_delay: float = 0.0
+    extra_answer: dict[str, str] = field(default_factory=dict)
     token_requests: list[TokenRequest] = field(default_factory=list)
     api_requests: list[dict[str, str]] = field(default_factory=list)
 
@@ -94,6 +103,9 @@ class OAuthServer:
                 issued = self.codes.pop(form.get("code", ""), None)
             if issued is None:
                 return 400, {"error": "invalid_grant"}
+            if self.exchange_error is not None:
+                status, error = self.exchange_error
+                return status, {"error": error}
             challenge, redirect_uri = issued
             verifier = form.get("code_verifier", "")
             computed = (
@@ -101,7 +113,7 @@ class OAuthServer:
                 .rstrip(b"=")
                 .decode()
             )
-            if computed != challenge or form.get("redirect_uri") != redirect_uri:
+            if (challenge and computed != challenge) or form.get("redirect_uri") != redirect_uri:
                 return 400, {"error": "invalid_grant"}
             access, refresh_token = self.issue()
             return 200, {
@@ -110,6 +122,7 @@ class OAuthServer:
                 "expires_in": self.expires_in,
                 "token_type": "bearer",
                 "scope": "read:user",
+                **self.extra_answer,
             }
         if grant == "refresh_token":
             if self.refresh_delay:
@@ -118,6 +131,9 @@ class OAuthServer:
                 return 503, {"error": "temporarily_unavailable"}
             if self.refresh_mode == "invalid_client":
                 return 401, {"error": "invalid_client"}
+            if self.refresh_error is not None:
+                status, error = self.refresh_error
+                return status, {"ok": False, "error": error}
             with self._lock:
                 old = form.get("refresh_token", "")
                 if self.refresh_mode == "invalid_grant" or old not in self.refresh_tokens:
@@ -126,7 +142,12 @@ class OAuthServer:
                 if self.rotating:
                     self.refresh_tokens.discard(old)
             access, new_refresh = self.issue(refresh=self.rotating)
-            answer = {"access_token": access, "expires_in": self.expires_in, "token_type": "bearer"}
+            answer = {
+                "access_token": access,
+                "expires_in": self.expires_in,
+                "token_type": "bearer",
+                **self.extra_answer,
+            }
             if self.send_refresh_token and new_refresh:
                 answer["refresh_token"] = new_refresh
             elif self.send_refresh_token and not self.rotating:
@@ -195,12 +216,13 @@ def _handler(stand_in: OAuthServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = self._read_body().decode()
-            if urlsplit(self.path).path != "/token":
+            path = urlsplit(self.path).path
+            if path not in ("/token", "/refresh"):
                 self._send(404, b"{}", "application/json")
                 return
             form = dict(parse_qsl(body))
             headers = {k.lower(): v for k, v in self.headers.items()}
-            stand_in.token_requests.append(TokenRequest(form, headers))
+            stand_in.token_requests.append(TokenRequest(form, headers, path))
             status, answer = stand_in.token(form)
             self._send(status, json.dumps(answer).encode(), "application/json")
 

@@ -37,9 +37,12 @@ def stand_in(settings):
     server = OAuthServer().start()
     settings.CREDVAULT_PUBLIC_URL = PUBLIC_URL
     urls = {"authorize": f"{server.url}/authorize", "token": f"{server.url}/token"}
-    settings.CREDVAULT_PROVIDER_OAUTH_URLS = json.dumps({"github": urls, "zoom": urls})
+    providers = ("github", "zoom", "slack", "salesforce")
+    settings.CREDVAULT_PROVIDER_OAUTH_URLS = json.dumps(
+        {**dict.fromkeys(providers, urls), "figma": {**urls, "refresh": f"{server.url}/refresh"}}
+    )
     settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps(
-        {"github": f"{server.url}/api", "zoom": f"{server.url}/api"}
+        dict.fromkeys((*providers, "figma"), f"{server.url}/api")
     )
     yield server
     server.stop()
@@ -230,6 +233,46 @@ class TestConnect:
         assert stand_in.token_requests == []
         assert not ConnectedService.objects.exists()
 
+    def test_a_provider_without_pkce_is_sent_neither_challenge_nor_verifier(
+        self, alice_api, stand_in
+    ):
+        """Slack's entry says no PKCE: its authorization URL carries no code_challenge and
+        its code exchange no code_verifier, and the connection is made."""
+        assert put_client(alice_api, "slack", marked("slack-secret")).status_code == 201
+        url = connect(alice_api, "slack").json()["authorizeUrl"]
+        query = parse_qs(urlsplit(url).query)
+        assert "code_challenge" not in query
+        assert "code_challenge_method" not in query
+        assert callback(**consent(stand_in, url)).status_code == 200
+        [exchange] = stand_in.token_requests
+        assert exchange.form["grant_type"] == "authorization_code"
+        assert "code_verifier" not in exchange.form
+        assert ConnectedService.objects.get().service == "slack"
+
+    def test_a_provider_with_pkce_gets_the_s256_challenge_and_its_verifier(
+        self, alice_api, stand_in, client_secret
+    ):
+        url = connect(alice_api).json()["authorizeUrl"]
+        query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+        assert query["code_challenge_method"] == "S256"
+        assert callback(**consent(stand_in, url)).status_code == 200
+        [exchange] = stand_in.token_requests
+        digest = hashlib.sha256(exchange.form["code_verifier"].encode()).digest()
+        assert base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == query["code_challenge"]
+
+    def test_a_refused_client_at_the_exchange_says_misconfigured(
+        self, alice_api, stand_in, client_secret
+    ):
+        stand_in.exchange_error = (200, "incorrect_client_credentials")
+        url = connect(alice_api).json()["authorizeUrl"]
+        page = callback(**consent(stand_in, url))
+        assert page.status_code == 409
+        text = page.content.decode()
+        assert "OAuth client is misconfigured" in text
+        assert "incorrect_client_credentials" in text
+        assert client_secret not in text
+        assert not ConnectedService.objects.exists()
+
     def test_a_refused_exchange_stores_nothing(self, alice_api, stand_in, client_secret):
         url = connect(alice_api).json()["authorizeUrl"]
         back = consent(stand_in, url)
@@ -237,6 +280,73 @@ class TestConnect:
         assert page.status_code == 400
         assert "refused" in page.content.decode()
         assert not ConnectedService.objects.exists()
+
+
+# --- a connection's own API host --------------------------------------------------------------
+
+
+@pytest.fixture
+def salesforce_client(alice_api, stand_in):
+    assert put_client(alice_api, "salesforce", marked("sf-secret")).status_code == 201
+
+
+@pytest.mark.django_db
+class TestTheConnectionsApiHost:
+    def test_the_instance_url_of_the_token_answer_is_stored_with_the_set(
+        self, alice_api, stand_in, salesforce_client
+    ):
+        stand_in.extra_answer = {"instance_url": "https://acme.my.salesforce.com"}
+        url = connect(alice_api, "salesforce").json()["authorizeUrl"]
+        assert callback(**consent(stand_in, url)).status_code == 200
+        stored = opened_set(ConnectedService.objects.get(service="salesforce"))
+        assert stored["instance_url"] == "https://acme.my.salesforce.com"
+        assert stored["access_token"] in stand_in.access_tokens
+
+    @pytest.mark.parametrize(
+        "instance_url",
+        [
+            "https://evil.example",
+            "https://acme.my.salesforce.com.evil.example",
+            "http://acme.my.salesforce.com",
+            "https://acme.my.salesforce.com:8443",
+            "https://user@acme.my.salesforce.com",
+        ],
+    )
+    def test_an_instance_url_outside_the_pattern_stores_nothing_and_says_why(
+        self, alice_api, stand_in, salesforce_client, instance_url
+    ):
+        stand_in.extra_answer = {"instance_url": instance_url}
+        url = connect(alice_api, "salesforce").json()["authorizeUrl"]
+        page = callback(**consent(stand_in, url))
+        assert page.status_code == 400
+        text = page.content.decode()
+        assert "instance_url" in text
+        assert "*.my.salesforce.com" in text
+        assert "Nothing was stored" in text
+        assert instance_url not in text
+        assert not ConnectedService.objects.exists()
+        event = AuditEvent.objects.filter(action="oauth.callback").get()
+        assert (event.status, event.target) == (400, "api_host_refused")
+
+    def test_a_refresh_takes_a_new_instance_url_and_keeps_the_old_for_a_bad_one(
+        self, alice_api, stand_in, salesforce_client
+    ):
+        stand_in.extra_answer = {"instance_url": "https://acme.my.salesforce.com"}
+        stand_in.expires_in = 30  # within the refresh window from the start
+        url = connect(alice_api, "salesforce").json()["authorizeUrl"]
+        assert callback(**consent(stand_in, url)).status_code == 200
+        grant = [{"service": "salesforce", "access": "read"}]
+        assert put_agent(alice_api, "bot", grant).status_code == 201
+        token = agent_token(alice_api, "bot")
+        stand_in.extra_answer = {"instance_url": "https://acme2.my.salesforce.com"}
+        assert values_of(agent_read(token, "salesforce"))["instance_url"] == (
+            "https://acme2.my.salesforce.com"
+        )
+        stand_in.extra_answer = {"instance_url": "https://evil.example"}
+        values = values_of(agent_read(token, "salesforce"))
+        assert values["instance_url"] == "https://acme2.my.salesforce.com"
+        assert values["access_token"] in stand_in.access_tokens  # the new tokens are kept
+        assert stand_in.refreshes == 2
 
 
 # --- refresh ---------------------------------------------------------------------------------
@@ -374,8 +484,67 @@ class TestRefreshOnUse:
     def test_a_misconfigured_client_is_named_in_the_event(self, alice_api, stand_in, reader):
         stand_in.refresh_mode = "invalid_client"
         store_expiring(alice_api, stand_in)
-        assert_problem(agent_read(reader), 409, "reauthorization_required")
+        assert_problem(agent_read(reader), 409, "oauth_client_misconfigured")
         assert AuditEvent.objects.get(action="oauth.refresh").target == "invalid_client"
+
+    @pytest.mark.parametrize(
+        ("status", "error"),
+        [
+            (401, "invalid_client"),
+            (400, "unauthorized_client"),
+            (400, "invalid_client_id"),  # Salesforce
+            (200, "invalid_client_id"),  # Slack, with ok: false
+            (200, "bad_client_secret"),  # Slack
+            (200, "incorrect_client_credentials"),  # GitHub
+        ],
+    )
+    def test_a_refused_client_is_misconfiguration_and_changes_nothing(
+        self, alice_api, stand_in, reader, status, error
+    ):
+        """The operator's client, not the person's consent: the connection stays
+        `connected` with its set, the answer says the client is misconfigured, and once the
+        client is corrected the next use refreshes."""
+        stand_in.refresh_error = (status, error)
+        access, refresh = store_expiring(alice_api, stand_in)
+        before = ConnectedService.objects.values().get()
+        response = agent_read(reader)
+        assert_problem(response, 409, "oauth_client_misconfigured")
+        assert "misconfigured" in response.json()["detail"]
+        assert ConnectedService.objects.values().get() == before
+        assert alice_api.list().json()[0]["status"] == "connected"
+        assert opened_set(ConnectedService.objects.get())["refresh_token"] == refresh
+        event = AuditEvent.objects.get(action="oauth.refresh")
+        assert (event.status, event.target) == (409, error)
+        assert access not in response.content.decode()
+        stand_in.refresh_error = None  # the client is corrected
+        response = agent_read(reader)
+        assert response.status_code == 200
+        assert values_of(response)["access_token"] in stand_in.access_tokens
+        assert stand_in.refreshes == 1
+
+    def test_a_proxy_call_says_the_client_is_misconfigured(self, alice_api, stand_in, reader):
+        stand_in.refresh_error = (200, "incorrect_client_credentials")
+        store_expiring(alice_api, stand_in, seconds=10)
+        put_agent(alice_api, "px", ["github"])
+        response = call(agent_token(alice_api, "px"), "GET", "github", "/user")
+        assert_problem(response, 409, "oauth_client_misconfigured")
+        assert stand_in.api_requests == []
+        assert alice_api.list().json()[0]["status"] == "connected"
+
+    def test_figma_refreshes_at_its_refresh_url_and_keeps_its_refresh_token(
+        self, alice_api, stand_in
+    ):
+        stand_in.send_refresh_token = False  # Figma's refresh answer holds none
+        assert put_client(alice_api, "figma", marked("figma-secret")).status_code == 201
+        grant = [{"service": "figma", "access": "read"}]
+        assert put_agent(alice_api, "bot", grant).status_code == 201
+        _, refresh = store_expiring(alice_api, stand_in, service="figma")
+        response = agent_read(agent_token(alice_api, "bot"), "figma")
+        assert response.status_code == 200
+        [request] = stand_in.token_requests
+        assert request.path == "/refresh"
+        assert request.form["refresh_token"] == refresh
+        assert values_of(response)["refresh_token"] == refresh
 
     def test_an_unavailable_token_url_is_503_and_changes_nothing(self, alice_api, stand_in, reader):
         stand_in.refresh_mode = "unavailable"
@@ -454,6 +623,15 @@ class TestRefreshTokensCommand:
         call_command("refresh_tokens", "--ahead", "30", stdout=out)
         assert stand_in.refreshes == 1
         assert "1 refreshed, 0 failed" in out.getvalue()
+
+    def test_a_misconfigured_client_is_its_own_line(self, alice_api, stand_in, client_secret):
+        stand_in.refresh_error = (401, "invalid_client")
+        store_expiring(alice_api, stand_in)
+        err = StringIO()
+        with pytest.raises(CommandError):
+            call_command("refresh_tokens", stdout=StringIO(), stderr=err)
+        assert "alice/github: oauth_client_misconfigured" in err.getvalue()
+        assert alice_api.list().json()[0]["status"] == "connected"
 
     def test_a_failure_is_one_line_and_a_non_zero_exit(
         self, alice_api, stand_in, client_secret, caplog

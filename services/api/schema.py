@@ -47,8 +47,10 @@ PROBLEM_DESCRIPTIONS = {
     408: "The body did not arrive within CREDVAULT_BODY_TIMEOUT (request_timeout); nothing "
     "was processed.",
     409: "The account has reached CREDVAULT_MAX_SERVICES_PER_ACCOUNT (service_limit_reached), "
-    "credvault cannot make calls for the service (not_proxyable), or the provider refused to "
-    "refresh its OAuth set (reauthorization_required: the person connects it again).",
+    "credvault cannot make calls for the service (not_proxyable), the provider refused to "
+    "refresh its OAuth set (reauthorization_required: the person connects it again), or "
+    "refused the OAuth client itself while refreshing it (oauth_client_misconfigured: the "
+    "account corrects its client; nothing changed).",
     411: "A chunked body without Content-Length on a server that cannot mark its end "
     "(length_required). gunicorn marks it; other WSGI servers may not.",
     413: f"Body over {BODY_LIMIT}, or a brokered call's over CREDVAULT_PROXY_MAX_BODY "
