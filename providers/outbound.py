@@ -26,6 +26,7 @@ anything the exception of the library said.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import ssl
 import threading
@@ -188,7 +189,8 @@ class Watchdog:
                 with suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                 return
-            self._sockets.append(sock.dup())
+            # A duplicate of the descriptor, as a plain socket: a TLS socket has no dup().
+            self._sockets.append(socket.socket(fileno=os.dup(sock.fileno())))
 
     def _fire(self) -> None:
         with self._lock:
