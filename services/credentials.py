@@ -55,7 +55,8 @@ def service_identifier(raw: str) -> str:
 
 
 def credential_set(*, service: str, fields: Sequence[tuple[str, Secret]]) -> CredentialSet:
-    """Normalize the service and check the set against the catalog's shapes (CONTRACT 3)."""
+    """Normalize the service and check the set against the catalog's shapes (CONTRACT 3), and
+    the connection's own API host against the catalog's host patterns."""
     normalized = service_identifier(service)
     names = [name for name, _ in fields]
     provider = catalog.get(normalized)
@@ -81,7 +82,26 @@ def credential_set(*, service: str, fields: Sequence[tuple[str, Secret]]) -> Cre
                 f"The credentials do not match a credential shape of {provider.name}.",
                 errors=errors,
             )
+        _check_api_host(provider, fields)
     return CredentialSet(service=normalized, key_type=key_type_for(names), fields=fields)
+
+
+def _check_api_host(provider: catalog.Provider, fields: Sequence[tuple[str, Secret]]) -> None:
+    """A set that names the connection's own API host (Salesforce's `instance_url`) names one
+    that matches the catalog's patterns, since calls for the set go there; else 400 naming
+    the entry, never echoing the value."""
+    api_host = provider.api_host
+    if api_host is None:
+        return
+    for index, (name, value) in enumerate(fields):
+        if name == api_host.field and api_host.base_url(value.reveal()) is None:
+            message = f"{name} must be {api_host.rule}"
+            raise InvalidRequest(
+                f"{provider.name}'s {message}.",
+                errors=[
+                    field_error(f"credentials[{index}].value", FieldErrorCode.INVALID, message)
+                ],
+            )
 
 
 # One connected service as the API shows it (service, key_type, connected_at): the row the

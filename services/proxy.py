@@ -5,9 +5,11 @@ injected value redacted from it.
 `call` is the whole rule, in the order a request meets it: the path is checked (nothing is
 sent for a path that could leave the provider's API), the grant is read with the stored set in
 one statement (no grant, a method or path outside it, nothing stored: refused, nothing sent),
-the destination comes from the catalog and the server's configuration only, the credential is
-placed as the catalog says, and the call goes through the strict outbound client. Each call is
-one audit event: `agent.proxy`, service, method, path without its query, the provider's status.
+the destination comes from the catalog and the server's configuration only (or the
+connection's own API host, where the catalog names the field that holds it and the host
+matches the catalog's patterns), the credential is placed as the catalog says, and the call
+goes through the strict outbound client. Each call is one audit event: `agent.proxy`,
+service, method, path without its query, the provider's status.
 """
 
 from __future__ import annotations
@@ -165,9 +167,12 @@ def _granted(found, method: str, path: str) -> bool:
     )
 
 
-def destination_for(provider: catalog.Provider) -> outbound.Destination:
-    """The provider's API base (`verification.destination_for`), or NotProxyable."""
-    destination = verification.destination_for(provider)
+def destination_for(
+    provider: catalog.Provider, fields: Mapping[str, placement.Revealable] | None = None
+) -> outbound.Destination:
+    """The API base of calls with the set `fields` (`verification.destination_for`: the
+    operator's override, the connection's own API host, the catalog's), or NotProxyable."""
+    destination = verification.destination_for(provider, fields)
     if destination is None:
         raise NotProxyable("This provider's host is the customer's own: the operator sets it.")
     return destination
@@ -231,9 +236,8 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
             "credvault has no API address for this service: the operator can add it to the "
             "catalog with CREDVAULT_EXTRA_CATALOG."
         )
-    destination = destination_for(provider)
     used, fields = oauth.usable_set(actor=actor, service=service, found=found)
-    answer, sent = _send(provider, destination, fields, request, path)
+    answer, sent = _send(provider, fields, request, path)
     if (
         answer.status == 401
         and used.key_type == OAUTH
@@ -248,7 +252,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
         if not fresh.fields:
             raise ServiceNotConnected()
         _, fields = oauth.usable_set(actor=actor, service=service, found=fresh)
-        answer, sent = _send(provider, destination, fields, request, path)
+        answer, sent = _send(provider, fields, request, path)
     proxied = _answer(answer, sent)
     audit.record(
         actor,
@@ -263,14 +267,12 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
 
 
 def _send(
-    provider: catalog.Provider,
-    destination: outbound.Destination,
-    fields: list,
-    request: ProxyRequest,
-    path: str,
+    provider: catalog.Provider, fields: list, request: ProxyRequest, path: str
 ) -> tuple[outbound.Answer, tuple[str, ...]]:
-    """One request to the provider with the set's credential placed: its answer, and every
-    form the credential was sent in (for the redaction)."""
+    """One request to the provider with the set's credential placed, at the set's API base
+    (a refreshed set may name another host): its answer, and every form the credential was
+    sent in (for the redaction)."""
+    destination = destination_for(provider, dict(fields))
     placed = _placement(provider, dict(fields))
     target = destination.base_path + placed.path_prefix + encoded(path)
     if request.query:

@@ -572,3 +572,261 @@ def test_a_certificate_no_authority_signed_is_refused_with_nothing_answered(
         assert provider.requests == []
     finally:
         provider.stop()
+
+
+# --- a connection's own API host ---------------------------------------------------------------
+
+INSTANCE = "acme.my.salesforce.com"
+PIPEDRIVE_COMPANY = "acme.pipedrive.com"
+# A name under the pattern that the stand-in's certificate does not cover.
+OTHER_INSTANCE = "other.my.salesforce.com"
+
+
+def _authority_and_certificate(tmp_path, names: list[str]) -> tuple[str, str, str]:
+    """A test certificate authority and a server certificate it signed for `names`: files
+    for ssl (authority, certificate, key)."""
+    from datetime import UTC, datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.now(UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "credvault test authority")])
+    authority = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = tmp_path / "authority.pem", tmp_path / "server.pem", tmp_path / "server-key.pem"
+    paths[0].write_bytes(authority.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(paths[0]), str(paths[1]), str(paths[2])
+
+
+def _serve_own_hosts(tmp_path, monkeypatch, *, loopback_is_public: bool):
+    """The connections' own API hosts, served by one HTTPS stand-in on 127.0.0.1: the test
+    network resolves their names there and leads port 443 to the stand-in's port, and the
+    outbound client trusts the test authority that signed the stand-in's certificate (for
+    acme.my.salesforce.com and acme.pipedrive.com). TLS is still checked against the name,
+    and the name still resolved once; with `loopback_is_public`, 127.0.0.1 also counts as a
+    public address, as a real org's address would."""
+    import dataclasses
+    import ssl
+
+    authority, certificate, key = _authority_and_certificate(
+        tmp_path, [INSTANCE, PIPEDRIVE_COMPANY]
+    )
+    server = ProviderServer()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True)
+    server.start()
+    port = server.httpd.server_address[1]
+    names = {INSTANCE, PIPEDRIVE_COMPANY, OTHER_INSTANCE}
+    server.asked = []
+
+    def resolve(host: str, wanted: int) -> list[str]:
+        server.asked.append(host)
+        if host not in names:
+            raise OSError("no such name on the test network")
+        return ["127.0.0.1"]
+
+    real_public, real_get = outbound.is_public, outbound.pools.get
+    monkeypatch.setattr(outbound, "resolver", resolve)
+    monkeypatch.setattr(
+        outbound, "tls_context", lambda: ssl.create_default_context(cafile=authority)
+    )
+    monkeypatch.setattr(
+        outbound.pools,
+        "get",
+        lambda destination, address: real_get(
+            dataclasses.replace(destination, port=port)
+            if destination.host in names and destination.port == 443
+            else destination,
+            address,
+        ),
+    )
+    if loopback_is_public:
+        monkeypatch.setattr(outbound, "is_public", lambda a: a == "127.0.0.1" or real_public(a))
+    outbound.pools.clear()
+    return server
+
+
+@pytest.fixture
+def own_hosts(tmp_path, monkeypatch):
+    server = _serve_own_hosts(tmp_path, monkeypatch, loopback_is_public=True)
+    yield server
+    outbound.pools.clear()
+    server.stop()
+
+
+@pytest.fixture
+def own_hosts_on_loopback(tmp_path, monkeypatch):
+    """The same stand-in, where 127.0.0.1 is what it is: not a public address."""
+    server = _serve_own_hosts(tmp_path, monkeypatch, loopback_is_public=False)
+    yield server
+    outbound.pools.clear()
+    server.stop()
+
+
+def salesforce_set(instance_url: str = f"https://{INSTANCE}") -> tuple[str, list]:
+    token = marked("sf-access")
+    return token, creds(access_token=token, instance_url=instance_url)
+
+
+@pytest.mark.django_db
+class TestTheConnectionsApiHost:
+    def test_the_test_operation_checks_the_set_at_its_instance(self, alice_api, own_hosts):
+        token, values = salesforce_set()
+        response = alice_api.test("salesforce", values)
+        assert response.json() == {"ok": True, "verified": True, "reason": "accepted"}
+        [received] = own_hosts.requests
+        assert received.path == "/services/oauth2/userinfo"
+        assert received.headers["Host"] == INSTANCE
+        assert received.headers["Authorization"] == f"Bearer {token}"
+        assert own_hosts.asked == [INSTANCE]
+
+    def test_a_brokered_call_goes_to_the_connections_instance(self, alice_api, own_hosts):
+        token, values = salesforce_set()
+        assert alice_api.store("salesforce", values).status_code == 201
+        assert put_agent(alice_api, "bot", ["salesforce"]).status_code == 201
+        own_hosts.answer(200, {"sobjects": []})
+        agent = agent_token(alice_api, "bot")
+        response = call(agent, "GET", "salesforce", "/services/data")
+        assert response.status_code == 200
+        assert response.json() == {"sobjects": []}
+        [received] = own_hosts.requests
+        assert (received.method, received.path) == ("GET", "/services/data")
+        assert received.headers["Host"] == INSTANCE
+        assert received.headers["Authorization"] == f"Bearer {token}"
+        # The TLS connection is kept for the next call to the same host.
+        assert call(agent, "GET", "salesforce", "/services/data/v62.0").status_code == 200
+        first, second = own_hosts.requests
+        assert first.peer_port == second.peer_port
+
+    def test_pipedrive_calls_go_to_the_companys_api_domain(self, alice_api, own_hosts):
+        token = marked("pd-access")
+        values = creds(access_token=token, api_domain=f"https://{PIPEDRIVE_COMPANY}")
+        assert alice_api.store("pipedrive", values).status_code == 201
+        assert put_agent(alice_api, "bot", ["pipedrive"]).status_code == 201
+        response = call(agent_token(alice_api, "bot"), "GET", "pipedrive", "/api/v2/deals")
+        assert response.status_code == 200
+        [received] = own_hosts.requests
+        assert received.path == "/api/v2/deals"
+        assert received.headers["Host"] == PIPEDRIVE_COMPANY
+
+    def test_the_operators_base_url_wins_over_the_connections_host(
+        self, alice_api, own_hosts, provider_server
+    ):
+        """provider_server sets CREDVAULT_PROVIDER_BASE_URLS for every provider."""
+        _, values = salesforce_set()
+        assert alice_api.test("salesforce", values).json()["reason"] == "accepted"
+        assert alice_api.store("salesforce", values).status_code == 201
+        assert put_agent(alice_api, "bot", ["salesforce"]).status_code == 201
+        call(agent_token(alice_api, "bot"), "GET", "salesforce", "/services/data")
+        assert [r.path for r in provider_server.requests] == [
+            "/services/oauth2/userinfo",
+            "/services/data",
+        ]
+        assert own_hosts.requests == []
+        assert own_hosts.asked == []
+
+    def test_the_connections_host_must_have_a_public_address(
+        self, alice_api, own_hosts_on_loopback
+    ):
+        _, values = salesforce_set()
+        assert alice_api.test("salesforce", values).json()["reason"] == "provider_unavailable"
+        assert alice_api.store("salesforce", values).status_code == 201
+        assert put_agent(alice_api, "bot", ["salesforce"]).status_code == 201
+        response = call(agent_token(alice_api, "bot"), "GET", "salesforce", "/services/data")
+        assert response.status_code == 502
+        assert response.json()["code"] == "upstream_unavailable"
+        assert own_hosts_on_loopback.requests == []
+        assert own_hosts_on_loopback.asked == [INSTANCE, INSTANCE]
+
+    def test_tls_is_checked_against_the_connections_host(self, alice_api, own_hosts):
+        """A name under the pattern, served with a certificate for another name."""
+        _, values = salesforce_set(f"https://{OTHER_INSTANCE}")
+        assert alice_api.test("salesforce", values).json()["reason"] == "provider_unavailable"
+        assert own_hosts.requests == []
+        assert own_hosts.asked == [OTHER_INSTANCE]
+
+    def test_without_its_host_a_salesforce_set_has_no_check_and_no_destination(
+        self, alice_api, own_hosts
+    ):
+        token = marked("sf-access")
+        response = alice_api.test("salesforce", creds(access_token=token))
+        assert response.json()["reason"] == "no_verifier"
+        assert alice_api.store("salesforce", creds(access_token=token)).status_code == 201
+        assert put_agent(alice_api, "bot", ["salesforce"]).status_code == 201
+        response = call(agent_token(alice_api, "bot"), "GET", "salesforce", "/services/data")
+        assert response.status_code == 409
+        assert response.json()["code"] == "not_proxyable"
+        assert own_hosts.asked == []
+
+
+BAD_HOSTS = [
+    "https://evil.example",
+    "https://acme.my.salesforce.com.evil.example",
+    "http://acme.my.salesforce.com",
+    "https://acme.my.salesforce.com:8443",
+    "https://acme.my.salesforce.com/services/data",
+    "https://attacker@acme.my.salesforce.com",
+    "https://127.0.0.1",
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("instance_url", BAD_HOSTS)
+def test_a_set_naming_another_host_is_refused_naming_the_field(alice_api, instance_url):
+    token = marked("sf-access")
+    values = creds(access_token=token, instance_url=instance_url)
+    response = alice_api.store("salesforce", values)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid_request"
+    [error] = body["errors"]
+    assert error["field"] == "credentials[1].value"
+    assert error["code"] == "invalid"
+    assert "instance_url" in error["message"]
+    assert "*.my.salesforce.com" in error["message"]
+    assert instance_url not in response.content.decode()
+    assert token not in response.content.decode()
+    assert alice_api.list().json() == []
+    assert alice_api.test("salesforce", values).status_code == 400
+
+
+@pytest.mark.django_db
+def test_a_pipedrive_set_naming_another_domain_is_refused(alice_api):
+    values = creds(access_token=marked(), api_domain="https://acme.pipedrive.com.evil.example")
+    response = alice_api.store("pipedrive", values)
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "credentials[1].value"
+    assert "api_domain" in response.json()["errors"][0]["message"]

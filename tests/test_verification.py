@@ -3,6 +3,7 @@ provider, how its answer is judged, and what the client refuses to do."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -49,6 +50,28 @@ class TestWhatArrives:
         [request] = provider_server.requests
         assert request.headers["x-api-key"] == key
         assert request.headers["anthropic-version"] == "2023-06-01"
+
+    def test_twilio_checks_the_account_its_set_names(self, alice_api, provider_server):
+        sid, key_sid, secret = "AC0123456789abcdef0123456789abcdef", "SK" + "0" * 32, marked()
+        verdict_of(alice_api, "twilio", account_sid=sid, api_key_sid=key_sid, api_key_secret=secret)
+        verdict_of(alice_api, "twilio", account_sid=sid, auth_token=secret)
+        by_key, by_token = provider_server.requests
+        assert by_key.path == f"/2010-04-01/Accounts/{sid}/IncomingPhoneNumbers.json"
+        assert by_token.path == f"/2010-04-01/Accounts/{sid}.json"
+        pair = base64.b64encode(f"{key_sid}:{secret}".encode()).decode()
+        assert by_key.headers["Authorization"] == f"Basic {pair}"
+
+    def test_a_path_identifier_is_one_encoded_segment(self, alice_api, provider_server):
+        verdict_of(alice_api, "twilio", account_sid="AC1/../x?y", auth_token=marked())
+        [request] = provider_server.requests
+        assert request.path == "/2010-04-01/Accounts/AC1%2F..%2Fx%3Fy.json"
+
+    def test_bitbucket_sends_the_account_email_and_api_token(self, alice_api, provider_server):
+        token = marked()
+        verdict_of(alice_api, "bitbucket", email="dev@example.com", api_token=token)
+        [request] = provider_server.requests
+        pair = base64.b64encode(f"dev@example.com:{token}".encode()).decode()
+        assert (request.path, request.headers["Authorization"]) == ("/2.0/user", f"Basic {pair}")
 
     def test_oauth_shape_sends_the_access_token(self, alice_api, provider_server):
         token = marked()
