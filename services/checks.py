@@ -93,7 +93,7 @@ def check_provider_base_urls(app_configs, **kwargs):
 
 @register()
 def check_oauth_settings(app_configs, **kwargs):
-    """CONTRACT 12's settings: the OAuth URL replacements, the public URL, the refresh window."""
+    """OAuth's settings: the OAuth URL replacements, the public URL, the refresh window."""
     errors = []
     try:
         parse_oauth_urls(settings.CREDVAULT_PROVIDER_OAUTH_URLS)
@@ -116,7 +116,7 @@ def check_oauth_settings(app_configs, **kwargs):
         )
     if settings.CREDVAULT_REFRESH_AHEAD < 0:
         errors.append(
-            Error("CREDVAULT_REFRESH_AHEAD must be 0 or more seconds.", id="credvault.E015")
+            Error("CREDVAULT_REFRESH_AHEAD must be 0 or more seconds.", id="credvault.E018")
         )
     return errors
 
@@ -148,7 +148,7 @@ def check_limits(app_configs, **kwargs):
         )
     for name in ("CREDVAULT_PROXY_MAX_BODY", "CREDVAULT_PROXY_MAX_RESPONSE"):
         if getattr(settings, name) < 1:
-            errors.append(Error(f"{name} must be at least 1 byte.", id="credvault.E013"))
+            errors.append(Error(f"{name} must be at least 1 byte.", id="credvault.E019"))
     return errors
 
 

@@ -87,12 +87,6 @@ BAD_INPUT = [
     ("verify_audit", ["nobody"], "no account named 'nobody'"),
 ]
 
-# reencrypt.py keeps Django's BaseCommand for now: its own refusals are one line, but Django's
-# usage text and check report are not.
-DJANGO_BASE = pytest.mark.xfail(
-    reason="reencrypt is not yet a CredvaultCommand (providers/management/base.py)", strict=True
-)
-
 NOT_TOML = "[[providers]\nid = 'internal'\n"
 # A well-formed entry but for its category.
 INVALID_ENTRY = """
@@ -183,15 +177,7 @@ def test_a_bad_argument_exits_2_without_the_usage(database):
     assert "64 lowercase hex characters" in line
 
 
-def catalog_cases() -> list:
-    cases = []
-    for command in COMMANDS:
-        marks = [DJANGO_BASE] if command == "reencrypt" else []
-        cases.append(pytest.param(command, marks=marks, id=command))
-    return cases
-
-
-@pytest.mark.parametrize("command", catalog_cases())
+@pytest.mark.parametrize("command", COMMANDS)
 def test_a_catalog_file_that_is_not_toml_stops_every_command_in_one_line(
     database, tmp_path, command
 ):
@@ -224,7 +210,7 @@ def test_a_missing_catalog_file_is_one_line(database, tmp_path):
         ("list_tokens", "CREDVAULT_ENCRYPTION_KEYS", "credvault.E002"),
         ("checkpoint_audit", "CREDVAULT_AUDIT_KEYS", "credvault.E010"),
         ("verify_audit", "CREDVAULT_AUDIT_KEYS", "credvault.E010"),
-        pytest.param("reencrypt", "CREDVAULT_ENCRYPTION_KEYS", "credvault.E002", marks=DJANGO_BASE),
+        ("reencrypt", "CREDVAULT_ENCRYPTION_KEYS", "credvault.E002"),
     ],
 )
 def test_a_bad_key_setting_is_one_line(database, command, setting, message):

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from providers.management.base import CredvaultCommand
 from services.crypto import DecryptionError, KeyRingError, key_ring
 from services.rotation import pending_count, reencrypt_batch
 
 
-class Command(BaseCommand):
+class Command(CredvaultCommand):
     help = (
         "Re-seal every stored value that is not under the first key of "
         "CREDVAULT_ENCRYPTION_KEYS, in batches. Resumable: run it again after an interruption. "
