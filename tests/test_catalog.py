@@ -598,6 +598,16 @@ class TestPerCustomerHosts:
         assert verification.verify("shopify", fields).reason == "no_verifier"
         assert provider_server.requests == []
 
+    def test_a_set_that_names_its_own_api_host_is_verifiable_without_one(self, settings):
+        settings.CREDVAULT_PROVIDER_BASE_URLS = "{}"
+        salesforce, shopify = catalog()["salesforce"], catalog()["shopify"]
+        assert verification.can_verify(salesforce, salesforce.shapes[0]) is True
+        assert verification.can_verify(shopify, shopify.shapes[0]) is False
+        fields = {"access_token": Secret("00D!x")}
+        assert verification.verify("salesforce", fields).reason == "no_verifier"
+        fields["instance_url"] = Secret("https://evil.example")
+        assert verification.verify("salesforce", fields).reason == "no_verifier"
+
     def test_with_a_server_side_url_the_shop_is_checked(self, provider_server, settings):
         settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"shopify": provider_server.url})
         fields = {"access_token": Secret("shpat_x")}
