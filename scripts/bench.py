@@ -19,6 +19,15 @@ each is met, and the ratio of the agent read's rps with one account to that with
 each request appends to its account's audit chain under the account's head lock, so one busy
 account's requests may wait on each other. That ratio is a measurement, with no target.
 The figures are measurements, not tests.
+
+Each round's table also gives the share of the machine's CPU that other work took meanwhile
+("other cpu": someone's tests, say); a round where it is high is disturbed, and is run again.
+`--only ENDPOINT...` measures those endpoints alone (each still between two baselines) and
+skips the growth tables; `--sample-locks` samples PostgreSQL's `pg_stat_activity` throughout
+each measurement: how many backends wait on a lock (a store's wait on its account's audit head
+lock), and how often the transaction they wait for is idle in transaction, waiting on its
+worker rather than working in PostgreSQL. `--postgres-database` names a database of one's own
+(it is dropped and made again), so that two benchmarks on one server do not meet.
 """
 
 from __future__ import annotations
@@ -29,11 +38,13 @@ import itertools
 import json
 import os
 import re
+import resource
 import runpy
 import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +73,8 @@ P99_FACTOR = 4.0  # every endpoint's p99 at most this many times its baselines' 
 # requests of one busy account may wait on each other. A measurement, with no target.
 AGENTS = 16
 ONE_ACCOUNT, MANY_ACCOUNTS = "agent_read_1_account", f"agent_read_{AGENTS}_accounts"
+# What `--only` may name: every endpoint measured against the baseline (`endpoints`).
+ENDPOINT_NAMES = ("list10", "list100", "store", "agent_read", ONE_ACCOUNT, MANY_ACCOUNTS, "test")
 FIELDS = {
     "api_key": "sk-bench-0123456789abcdef",
     "client_secret": "bench-secret-abcdef0123456789",
@@ -180,6 +193,10 @@ class Result:
     errors: int
     cpu_ms: float = 0.0
     db_cpu_ms: float = 0.0  # PostgreSQL's processes, on the same cores
+    # The share of the machine's CPU that neither the server, PostgreSQL nor the load took:
+    # other work on the machine (other people's tests, say), which disturbs the measurement.
+    other_cpu: float = 0.0
+    locks: LockQueue | None = None  # `--sample-locks` on PostgreSQL
 
 
 def _wrk_script(endpoint: Endpoint, threads: int) -> Path:
@@ -207,7 +224,8 @@ def _wrk_script(endpoint: Endpoint, threads: int) -> Path:
             "  return wrk.format()",
             "end",
         ]
-    path = WORK / f"{endpoint.name}.lua"
+    # One file per process: two benchmarks running at once must not run each other's tokens.
+    path = WORK / f"{endpoint.name}-{os.getpid()}.lua"
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -219,23 +237,27 @@ def _ms(text: str) -> float:
 
 def wrk(url: str, endpoint: Endpoint, connections: int, seconds: float) -> Result:
     threads = min(2, connections)
-    output = subprocess.run(
-        [
-            "wrk",
-            f"-t{threads}",
-            f"-c{connections}",
-            f"-d{max(1, round(seconds))}s",
-            "--latency",
-            "--timeout",
-            "10s",
-            "-s",
-            str(_wrk_script(endpoint, threads)),
-            url + endpoint.path,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    script = _wrk_script(endpoint, threads)
+    try:
+        output = subprocess.run(
+            [
+                "wrk",
+                f"-t{threads}",
+                f"-c{connections}",
+                f"-d{max(1, round(seconds))}s",
+                "--latency",
+                "--timeout",
+                "10s",
+                "-s",
+                str(script),
+                url + endpoint.path,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    finally:
+        script.unlink(missing_ok=True)
     if "Latency Distribution" not in output:
         raise RuntimeError(f"wrk gave no latency distribution:\n{output}")
     requests = int(re.search(r"(\d+) requests in", output).group(1))
@@ -324,6 +346,22 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / ticks
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time the machine's cores have spent on anything but idling (/proc/stat), time
+    taken by the host from this virtual machine (steal) included."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (
+        int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    )
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    """This process's CPU time and that of its ended children (wrk, the seeding)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -344,14 +382,104 @@ def database_pids() -> list[int]:
     return pids
 
 
-def measure(server: Gunicorn, endpoint: Endpoint, connections: int, seconds: float) -> Result:
+@dataclass
+class LockQueue:
+    """PostgreSQL's backends of the benchmark's database, sampled during a measurement: how
+    many wait on a lock (`wait_event_type` Lock: in the store, the account's head lock), and
+    what the transactions they wait for were doing. `idle in transaction` is a holder
+    PostgreSQL waits on: its worker has not sent the next statement yet (under gevent the
+    holder's greenlet waits for its turn while the worker runs its other greenlets)."""
+
+    samples: int = 0
+    waiting: int = 0  # backends waiting on a lock, summed over the samples
+    most_waiting: int = 0
+    held: int = 0  # samples in which some backend waited on another
+    holder_idle: int = 0  # ... and the backend it waited on was idle in transaction
+
+    @property
+    def mean_waiting(self) -> float:
+        return self.waiting / max(1, self.samples)
+
+    @property
+    def idle_share(self) -> float:
+        """Of the samples with a queue, the share whose lock holder was idle in transaction."""
+        return self.holder_idle / max(1, self.held)
+
+
+class LockSampler:
+    """Samples PostgreSQL's lock queue (`LockQueue`) every `interval` seconds from a thread and
+    a connection of its own, while a measurement runs. It costs PostgreSQL some CPU (one
+    `pg_stat_activity` read with `pg_blocking_pids` a sample): compare sampled runs with
+    sampled runs."""
+
+    QUERY = (
+        "SELECT pid, state, wait_event_type, pg_blocking_pids(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND backend_type = 'client backend'"
+    )
+
+    def __init__(self, url: str, interval: float = 0.02) -> None:
+        self.url = url.replace("postgres://", "postgresql://", 1)
+        self.interval = interval
+        self.queue = LockQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LockSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        import psycopg
+
+        queue = self.queue
+        with psycopg.connect(self.url, autocommit=True) as db:
+            while not self._stop.wait(self.interval):
+                rows = db.execute(self.QUERY).fetchall()
+                state = {pid: st for pid, st, _, _ in rows}
+                waiting = [blockers for _, _, kind, blockers in rows if kind == "Lock"]
+                holders = {pid for blockers in waiting for pid in blockers}
+                queue.samples += 1
+                queue.waiting += len(waiting)
+                queue.most_waiting = max(queue.most_waiting, len(waiting))
+                if holders:
+                    queue.held += 1
+                    # Waiters block waiters too (the first in a row's queue holds its tuple
+                    # lock), and they are active: an idle one is the transaction holding it.
+                    idle = [pid for pid in holders if state.get(pid) == "idle in transaction"]
+                    queue.holder_idle += bool(idle)
+
+
+def measure(
+    server: Gunicorn,
+    endpoint: Endpoint,
+    connections: int,
+    seconds: float,
+    sample_locks: str | None = None,
+) -> Result:
+    """`load`, with the server's CPU per request (its workers', and PostgreSQL's processes');
+    with `sample_locks` (a PostgreSQL URL), PostgreSQL's lock queue sampled throughout."""
     pids = [server.process.pid, *server.worker_pids()]
     db_pids = database_pids()
     before, db_before = cpu_seconds(pids), cpu_seconds(db_pids)
-    result = load(server.url, endpoint, connections, seconds)
+    machine_before, own_before, started = machine_cpu_seconds(), own_cpu_seconds(), time.time()
+    if sample_locks:
+        with LockSampler(sample_locks) as sampler:
+            result = load(server.url, endpoint, connections, seconds)
+        result.locks = sampler.queue
+    else:
+        result = load(server.url, endpoint, connections, seconds)
     requests = max(1, result.requests)
-    result.cpu_ms = (cpu_seconds(pids) - before) * 1000 / requests
-    result.db_cpu_ms = (cpu_seconds(db_pids) - db_before) * 1000 / requests
+    server_cpu, db_cpu = cpu_seconds(pids) - before, cpu_seconds(db_pids) - db_before
+    result.cpu_ms = server_cpu * 1000 / requests
+    result.db_cpu_ms = db_cpu * 1000 / requests
+    other = (machine_cpu_seconds() - machine_before) - server_cpu - db_cpu
+    other -= own_cpu_seconds() - own_before
+    result.other_cpu = max(0.0, other) / ((time.time() - started) * (os.cpu_count() or 1))
     return result
 
 
@@ -367,6 +495,7 @@ def bracketing(before: Result, after: Result) -> Result:
         errors=before.errors + after.errors,
         cpu_ms=(before.cpu_ms + after.cpu_ms) / 2,
         db_cpu_ms=(before.db_cpu_ms + after.db_cpu_ms) / 2,
+        other_cpu=max(before.other_cpu, after.other_cpu),
     )
 
 
@@ -434,13 +563,15 @@ def interleaved(
     # endpoints share the baseline between them.
     rounds: list[dict[str, tuple[Result, Result]]] = []
     baselines: list[Result] = []
+    # The baselines are sampled too: the sampler's queries take some of the same two cores.
+    sample = BACKENDS[backend] if args.sample_locks and backend == "postgres" else None
     for number in range(args.rounds):
         results = {}
-        before = measure(server, eps[0], 16, args.seconds)
+        before = measure(server, eps[0], 16, args.seconds, sample)
         baselines.append(before)
         for ep in eps[1:]:
-            result = measure(server, ep, 16, args.seconds)
-            after = measure(server, eps[0], 16, args.seconds)
+            result = measure(server, ep, 16, args.seconds, sample)
+            after = measure(server, eps[0], 16, args.seconds, sample)
             baselines.append(after)
             results[ep.name] = (result, bracketing(before, after))
             before = after
@@ -457,6 +588,8 @@ def interleaved(
                 "cpu ms/req",
                 "base cpu",
                 *(["db cpu ms/req"] if backend == "postgres" else []),
+                *(["lock waiters mean", "max", "holder idle"] if sample else []),
+                "other cpu",
                 "non-2xx",
             ]
         ]
@@ -473,6 +606,16 @@ def interleaved(
                     f"{r.cpu_ms:.2f}",
                     f"{base.cpu_ms:.2f}",
                     *([f"{r.db_cpu_ms:.2f}"] if backend == "postgres" else []),
+                    *(
+                        [
+                            f"{r.locks.mean_waiting:.2f}",
+                            str(r.locks.most_waiting),
+                            f"{r.locks.idle_share:.0%}",
+                        ]
+                        if r.locks
+                        else []
+                    ),
+                    f"{max(r.other_cpu, base.other_cpu):.0%}",
                     str(r.non_2xx + r.errors + base.non_2xx + base.errors),
                 ]
             )
@@ -527,6 +670,8 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
     summary: dict = {"ratios": {}, "p99_factor": {}, "non_2xx": 0}
     with Gunicorn(env, workers=args.workers, log=WORK / f"gunicorn-{backend}.log") as server:
         eps = endpoints(tokens)
+        if args.only:  # the baseline, and the endpoints asked for
+            eps = [eps[0], *(ep for ep in eps[1:] if ep.name in args.only)]
         for endpoint in eps:  # warm up each worker and path
             load(server.url, endpoint, 4, 1)
         rounds, baselines = interleaved(server, eps, args, backend)
@@ -540,13 +685,16 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict:
             )
         print(table(rows), flush=True)
         summary["ratios"], summary["p99_factor"] = medians(rounds)
-        summary["accounts"] = accounts_compared(rounds)
+        if ONE_ACCOUNT in rounds[0] and MANY_ACCOUNTS in rounds[0]:
+            summary["accounts"] = accounts_compared(rounds)
         summary["non_2xx"] += sum(
             r.non_2xx + r.errors
             for r in [*baselines, *(pair[0] for rnd in rounds for pair in rnd.values())]
         )
         memory = [f"{rss_mb(pid):.0f} MB" for pid in server.worker_pids()]
         print(f"\nworker memory (RSS): {', '.join(memory)}")
+        if args.only:
+            return summary
 
         # Growth: one connection, so that the latency is the request's own.
         print(f"\n--- {backend}, growth (1 connection, p50 latency)")
@@ -599,7 +747,27 @@ def main() -> int:
     parser.add_argument(
         "--workers", type=int, help="gunicorn workers (default: what gunicorn.conf.py gives)"
     )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=ENDPOINT_NAMES,
+        metavar="ENDPOINT",
+        help="measure these endpoints only, each between two baselines, and skip the growth "
+        f"tables ({', '.join(ENDPOINT_NAMES)})",
+    )
+    parser.add_argument(
+        "--sample-locks",
+        action="store_true",
+        help="PostgreSQL: sample pg_stat_activity during each measurement for the backends "
+        "waiting on a lock, and whether the transaction they wait for is idle in transaction",
+    )
+    parser.add_argument(
+        "--postgres-database",
+        default="credvault_bench",
+        help="the PostgreSQL database to drop, create and load (default credvault_bench)",
+    )
     args = parser.parse_args()
+    BACKENDS["postgres"] = BACKENDS["postgres"].rsplit("/", 1)[0] + "/" + args.postgres_database
     if args.seed is not None:
         print(json.dumps(seed(args.seed)))
         return 0
@@ -623,6 +791,8 @@ def main() -> int:
     rows = [["backend", "endpoint", "rps ratio", "target", "p99 factor", "max", "result"]]
     for backend, summary in summaries.items():
         for name, target in TARGETS[backend].items():
+            if name not in summary["ratios"]:
+                continue
             ratio, factor = summary["ratios"][name], summary["p99_factor"][name]
             ok = ratio >= target and factor <= P99_FACTOR
             rows.append(
@@ -648,6 +818,8 @@ def main() -> int:
             ]
         )
     print(table(rows))
+    if not any("accounts" in summary for summary in summaries.values()):
+        return 0
 
     print(
         f"\n=== the agent read by {AGENTS} agents of one account beside one agent in each of"
@@ -665,6 +837,8 @@ def main() -> int:
         ]
     ]
     for backend, summary in summaries.items():
+        if "accounts" not in summary:
+            continue
         compared = summary["accounts"]
         rows.append(
             [
