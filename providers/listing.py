@@ -62,11 +62,12 @@ def _check_cell(provider: Provider) -> str:
         check = shape.check
         if check is None:
             continue
-        where = (
-            provider.base_url_example + " (server-side URL)"
-            if provider.per_customer
-            else provider.base_url
-        )
+        if not provider.per_customer:
+            where = provider.base_url
+        elif provider.api_host is not None and provider.api_host.field in shape.known:
+            where = f"{provider.base_url_example} (the set's {provider.api_host.field})"
+        else:
+            where = f"{provider.base_url_example} (server-side URL)"
         text = f"`{check.method} {where}{check.path}`"
         if text not in checks:
             checks.append(text)
