@@ -1,5 +1,5 @@
 """The one strict outbound HTTP client: every request credvault sends to a provider (a
-verification check, a brokered call) goes through here (CONTRACT 5, 11).
+verification check, a brokered call, an OAuth token request) goes through here.
 
 - **Where.** A `Destination` comes from the catalog or the server's own configuration, never
   from a request. Its name is resolved once, and that address is the one connected to (no
@@ -323,6 +323,17 @@ pools = _Pools()
 
 # --- the call -------------------------------------------------------------------------------
 
+# What runs before every request waits on its provider. The services app gives the request's
+# database connections back there (services/apps.py), so that no wait on a provider holds a
+# connection that other requests need; providers itself knows nothing of the database.
+_before_waiting: list[Callable[[], None]] = []
+
+
+def before_waiting(hook: Callable[[], None]) -> None:
+    """Run `hook` before each request sent to a provider (once per hook)."""
+    if hook not in _before_waiting:
+        _before_waiting.append(hook)
+
 
 def send(
     *,
@@ -366,4 +377,6 @@ def send(
         response.release_conn()
         return Answer(response.status, headers_out, b"".join(chunks))
 
+    for hook in _before_waiting:
+        hook()
     return run_with_deadline(exchange, timeout)

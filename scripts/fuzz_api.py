@@ -42,10 +42,12 @@ def seed(env: dict[str, str]) -> dict:
     django.setup()
     from django.core.management import call_command
 
-    from services import agents, credentials, oauth
+    from services import agents, credentials
     from services.accounts import create_account, issue_token
     from services.audit import Actor
+    from services.grants import GrantSpec
     from services.masking import Secret
+    from services.oauth.clients import put_client
 
     call_command("migrate", verbosity=0)
     account = create_account(name="fuzz")
@@ -64,14 +66,12 @@ def seed(env: dict[str, str]) -> dict:
     agents.put_agent(
         actor=actor,
         name="fuzzer",
-        services=[agents.GrantSpec(s, access="read") for s in ("github", "custom", "openai")],
+        services=[GrantSpec(s, access="read") for s in ("github", "custom", "openai")],
     )
     agent_token = agents.issue_agent_token(actor=actor, name="fuzzer").issued
     client_secret = Secret("FUZZ-MARKED-oauth-client-secret-x9q")
     values["oauth-client"] = [client_secret.reveal()]
-    oauth.put_client(
-        actor=actor, provider="github", client_id="fuzz-client", client_secret=client_secret
-    )
+    put_client(actor=actor, provider="github", client_id="fuzz-client", client_secret=client_secret)
     return {"token": token, "agent_token": agent_token.plaintext, "values": values}
 
 

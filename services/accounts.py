@@ -15,7 +15,7 @@ from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_ser
 from services import audit, tokens
 from services.audit import Actor, Operation
 from services.models import Account, AgentToken, ApiToken, BearerToken
-from services.storage import queries
+from services.storage.transactions import account_transaction
 
 
 class AccountError(ValueError):
@@ -102,8 +102,7 @@ def issue_token(
     plaintext is in the result and nowhere else. A deactivated account gets none."""
     refuse_if_deactivated(account)
     actor = Actor.command(account.pk, staff=staff)
-    with transaction.atomic():
-        queries.lock_audit_head(account_id=account.pk)
+    with account_transaction(account.pk):
         issued = create_token(
             ApiToken,
             tokens.ACCOUNT_KIND,
@@ -135,8 +134,7 @@ def revoke_token(*, prefix: str, staff: str = "") -> BearerToken:
     this whole token; effective on its next request. Audited to its account."""
     token = _find_token(prefix)
     if token.revoked_at is None:
-        with transaction.atomic():
-            queries.lock_audit_head(account_id=token.account_id)
+        with account_transaction(token.account_id):
             token.revoked_at = timezone.now()
             token.save(update_fields=["revoked_at"])
             actor = Actor.command(token.account_id, staff=staff)
@@ -147,8 +145,7 @@ def revoke_token(*, prefix: str, staff: str = "") -> BearerToken:
 def expire_token(*, prefix: str, expires_in: timedelta, staff: str = "") -> BearerToken:
     """Make the token expire `expires_in` from now (zero: now). Audited to its account."""
     token = _find_token(prefix)
-    with transaction.atomic():
-        queries.lock_audit_head(account_id=token.account_id)
+    with account_transaction(token.account_id):
         token.expires_at = timezone.now() + expires_in
         token.save(update_fields=["expires_at"])
         actor = Actor.command(token.account_id, staff=staff)
@@ -159,8 +156,7 @@ def expire_token(*, prefix: str, expires_in: timedelta, staff: str = "") -> Bear
 def set_account_active(*, account: Account, active: bool, staff: str = "") -> bool:
     """Deactivate an account (every token of it is refused from its next request) or
     reactivate it. Audited when it changes anything; whether it did."""
-    with transaction.atomic():
-        queries.lock_audit_head(account_id=account.pk)
+    with account_transaction(account.pk):
         changed = Account.objects.filter(pk=account.pk, is_active=not active).update(
             is_active=active
         )

@@ -1,4 +1,4 @@
-"""Agents, their grants and tokens, and the agent credential read (CONTRACT 10).
+"""Agents, their grants and tokens, and the agent credential read.
 
 Plain functions with keyword-only arguments. Each records its audit event as it succeeds;
 every change is one transaction, its event included.
@@ -6,17 +6,17 @@ every change is one transaction, its event included.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.utils import timezone
 
-from services import audit, oauth, tokens
+from services import audit, tokens
+from services.access import granted_set, usable_set
 from services.accounts import IssuedToken, create_token, expires_at
 from services.audit import Actor, Operation
-from services.crypto import Place, key_ring
 from services.exceptions import (
     AgentNotFound,
     NotGranted,
@@ -24,54 +24,22 @@ from services.exceptions import (
     ServiceNotConnected,
     TokenNotFound,
 )
+from services.grants import Given, GrantSpec, checked_grants
 from services.masking import Secret
 from services.models import (
-    PROXY_METHODS,
-    WHOLE_API,
     Agent,
     AgentToken,
     AuditEvent,
     Grant,
     GrantAccess,
 )
-from services.storage import queries
+from services.storage.transactions import account_transaction
 
 
 @dataclass(frozen=True)
-class GrantSpec:
-    """One grant as given and as shown: a service and what the agent may do with it."""
+class AgentWithGrants:
+    """An agent as the API shows it: its name, when it was created, its grants by service."""
 
-    service: str
-    access: str = GrantAccess.PROXY
-    methods: tuple[str, ...] = PROXY_METHODS
-    paths: tuple[str, ...] = (WHOLE_API,)
-
-    @classmethod
-    def of(cls, grant: Grant) -> GrantSpec:
-        return cls(grant.service, grant.access, tuple(grant.methods), tuple(grant.paths))
-
-    @classmethod
-    def given(
-        cls,
-        service: str,
-        *,
-        access: str = GrantAccess.PROXY,
-        methods: Iterable[str] = PROXY_METHODS,
-        paths: Iterable[str] = (WHOLE_API,),
-    ) -> GrantSpec:
-        """A grant as a client or an operator gave it, in its one form: each method once, in
-        PROXY_METHODS' order, and the paths sorted, whatever order they came in."""
-        chosen = set(methods)
-        return cls(
-            service=service,
-            access=access,
-            methods=tuple(method for method in PROXY_METHODS if method in chosen),
-            paths=tuple(sorted(set(paths))),
-        )
-
-
-@dataclass(frozen=True)
-class AgentView:
     name: str
     created_at: datetime
     services: list[GrantSpec]
@@ -81,7 +49,7 @@ class AgentView:
 class AgentPut:
     """An agent after a PUT, whether the PUT created it, and its audit event."""
 
-    agent: AgentView
+    agent: AgentWithGrants
     created: bool
     event: AuditEvent
 
@@ -107,15 +75,15 @@ class AgentCredentials:
         )
 
 
-def _view(agent: Agent, grants: Iterable[GrantSpec]) -> AgentView:
-    return AgentView(
+def _view(agent: Agent, grants: Iterable[GrantSpec]) -> AgentWithGrants:
+    return AgentWithGrants(
         name=agent.name,
         created_at=agent.created_at,
         services=sorted(grants, key=lambda grant: grant.service),
     )
 
 
-def list_agents(*, actor: Actor) -> list[AgentView]:
+def list_agents(*, actor: Actor) -> list[AgentWithGrants]:
     """The account's agents with their granted services, by name (two queries)."""
     agents = (
         Agent.objects.filter(account_id=actor.account_id)
@@ -128,8 +96,7 @@ def list_agents(*, actor: Actor) -> list[AgentView]:
 
 
 def _put_once(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut:
-    with transaction.atomic():
-        queries.lock_audit_head(account_id=actor.account_id)
+    with account_transaction(actor.account_id):
         agent = (
             Agent.objects.select_for_update().filter(account_id=actor.account_id, name=name).first()
         )
@@ -153,9 +120,17 @@ def _put_once(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut
     return AgentPut(_view(agent, services), created, event)
 
 
-def put_agent(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut:
-    """Create the agent or replace its grants with exactly `services` (one per service). A
-    removed grant ends the agent's access to that service with this transaction's commit."""
+def put_agent(*, actor: Actor, name: str, services: Sequence[Given | GrantSpec]) -> AgentPut:
+    """Create the agent or replace its grants with exactly `services`, each checked against
+    the grant rules (services/grants.py: InvalidRequest naming every broken one); grants of one
+    service count once when they are the same. A removed grant ends the agent's access to that
+    service with this transaction's commit."""
+    services = checked_grants(
+        [
+            grant if isinstance(grant, Given) else Given(grant, f"services[{index}]")
+            for index, grant in enumerate(services)
+        ]
+    )
     try:
         return _put_once(actor=actor, name=name, services=services)
     except IntegrityError:
@@ -165,8 +140,7 @@ def put_agent(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut
 
 def delete_agent(*, actor: Actor, name: str) -> AuditEvent:
     """Delete the agent and its grants; its tokens are refused from the next request on."""
-    with transaction.atomic():
-        queries.lock_audit_head(account_id=actor.account_id)
+    with account_transaction(actor.account_id):
         deleted, _ = Agent.objects.filter(account_id=actor.account_id, name=name).delete()
         if not deleted:
             raise AgentNotFound()
@@ -177,8 +151,7 @@ def issue_agent_token(
     *, actor: Actor, name: str, expires_in: timedelta | None = None
 ) -> IssuedAgentToken:
     """A new `cva_` token for the agent; its plaintext is in the result and nowhere else."""
-    with transaction.atomic():
-        queries.lock_audit_head(account_id=actor.account_id)
+    with account_transaction(actor.account_id):
         agent = _agent(actor, name)
         issued = create_token(
             AgentToken,
@@ -209,8 +182,7 @@ def list_agent_tokens(*, actor: Actor, name: str) -> list[AgentToken]:
 def revoke_agent_token(*, actor: Actor, name: str, prefix: str) -> AuditEvent:
     """Revoke the agent's token with this display prefix (already revoked: unchanged); it is
     refused from its next request."""
-    with transaction.atomic():
-        queries.lock_audit_head(account_id=actor.account_id)
+    with account_transaction(actor.account_id):
         token = _agent(actor, name).tokens.filter(prefix=prefix).first()
         if token is None:
             raise TokenNotFound()
@@ -237,7 +209,7 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
         raise ReadNotGranted()
     if not found.fields:
         raise ServiceNotConnected()
-    _, fields = oauth.usable_set(actor=actor, service=service, found=found)
+    _, fields = usable_set(actor=actor, service=service, found=found)
     audit.record(actor, Operation.READ_CREDENTIALS, service=service)
     return AgentCredentials(
         service=service,
@@ -245,30 +217,3 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
         connected_at=found.connected_at,
         fields=fields,
     )
-
-
-def granted_set(*, actor: Actor, service: str) -> queries.GrantedSet | None:
-    """The agent's grant for `service` with the stored set, in one statement (the brokered
-    call's read): None without a grant, `fields` empty when nothing is stored."""
-    return queries.read_granted_set(
-        account_id=actor.account_id, agent_id=actor.agent_id, service=service
-    )
-
-
-def open_fields(
-    *, actor: Actor, service: str, found: queries.GrantedSet
-) -> list[tuple[str, Secret]]:
-    """The stored set's values, decrypted and masked; nothing decrypted is kept afterwards."""
-    ring = key_ring()
-    return [
-        (
-            field.key_name,
-            ring.open(
-                field.key_id,
-                field.ciphertext,
-                Place(actor.account_id, service, field.key_name, found.generation),
-                field_id=field.id,
-            ),
-        )
-        for field in found.fields
-    ]

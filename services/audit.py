@@ -18,7 +18,8 @@ from the end no longer matches the head: `verify_chain` names the first broken l
 `record` appends an event: the database reads the head, counts the seq and hashes as it inserts
 (`storage.append_event`), so Python never holds a stale head. Inside a transaction the event
 commits or rolls back with the change it describes; such a transaction takes the account's
-head lock first (`storage.lock_audit_head`, or `storage.lock_service` for a store).
+head lock first (`storage.transactions.account_transaction`, or `storage.queries.lock_service`
+for a store).
 `verify_chain` recomputes every digest here, in Python. Each event is also written to the
 `credvault.audit` logger as one JSON line once it commits, and the chain is signed at
 checkpoints that a writer of the database alone cannot forge (`services/checkpoints.py`).

@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from services.crypto import parse_key_entries
 from services.models import Account, AuditCheckpoint, AuditEvent
-from services.storage import queries
+from services.storage.transactions import account_transaction
 from services.times import rfc3339
 
 audit_log = logging.getLogger("credvault.audit")
@@ -112,8 +112,7 @@ def write_checkpoint(*, account_id: int) -> AuditCheckpoint | None:
     head read and the signature, and two workers never sign from the same previous checkpoint.
     Inside a change's transaction it commits, and is logged, with that change."""
     keys = audit_keys()
-    with transaction.atomic():
-        queries.lock_audit_head(account_id=account_id)
+    with account_transaction(account_id):
         name, seq, digest = Account.objects.values_list("name", "audit_seq", "audit_head").get(
             pk=account_id
         )

@@ -12,9 +12,9 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from providers.oauth import OAuthUrlError, parse_oauth_urls
 from providers.verification import BaseUrlError, parse_base_urls
-from services.api.throttling import RateError, parse_rate
 from services.checkpoints import audit_keys
 from services.crypto import KeyRing, KeyRingError, key_ring
+from services.rates import RateError, parse_rate
 from services.sealed import outside_ring
 
 

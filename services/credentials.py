@@ -17,7 +17,6 @@ from providers import catalog, listing, verification
 from providers.identifiers import InvalidIdentifier, key_type_for, normalize_service
 from services import audit
 from services.audit import Actor, Operation
-from services.crypto import Place, key_ring
 from services.exceptions import (
     FieldErrorCode,
     InvalidRequest,
@@ -29,8 +28,9 @@ from services.exceptions import (
 )
 from services.masking import Secret
 from services.models import AuditEvent, ConnectedService
+from services.sealed import seal_set
 from services.storage import queries
-from services.storage.connections import give_back_connections
+from services.storage.transactions import account_transaction
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def _store_once(*, actor: Actor, credentials: CredentialSet) -> Stored:
         else:
             # The row is locked, so the generation read is current.
             service_id, generation = found.id, found.generation + 1
-        fields = sealed(
+        fields = seal_set(
             account_id=account_id, service=service, generation=generation, fields=credentials.fields
         )
         if found is None:
@@ -164,17 +164,6 @@ def _store_once(*, actor: Actor, credentials: CredentialSet) -> Stored:
         operation = Operation.CONNECT_SERVICE if found is None else Operation.REPLACE_CREDENTIALS
         event = audit.record(actor, operation, service=service)
     return Stored(ServiceEntry(service, credentials.key_type, now), event)
-
-
-def sealed(
-    *, account_id: int, service: str, generation: int, fields: Sequence[tuple[str, Secret]]
-) -> list[queries.FieldRow]:
-    """A set's values sealed for its place: (keyName, key id, ciphertext) each."""
-    ring = key_ring()
-    return [
-        (key_name, *ring.seal(value, Place(account_id, service, key_name, generation)))
-        for key_name, value in fields
-    ]
 
 
 def store_credentials(*, actor: Actor, credentials: CredentialSet) -> Stored:
@@ -206,8 +195,7 @@ def store_verified_credentials(*, actor: Actor, credentials: CredentialSet) -> S
 def remove_service(*, actor: Actor, service: str) -> AuditEvent:
     """Delete every field of the service at once, or raise ServiceNotConnected. From the
     commit on, no agent read finds any of them."""
-    with transaction.atomic():
-        queries.lock_audit_head(account_id=actor.account_id)
+    with account_transaction(actor.account_id):
         deleted, _ = ConnectedService.objects.filter(
             account_id=actor.account_id, service=service
         ).delete()
@@ -217,8 +205,7 @@ def remove_service(*, actor: Actor, service: str) -> AuditEvent:
 
 
 def _ask_provider(credentials: CredentialSet) -> verification.Verdict:
-    """The provider's check of the set, with no database connection held while it answers."""
-    give_back_connections()
+    """The provider's check of the set."""
     return verification.verify(credentials.service, dict(credentials.fields))
 
 

@@ -11,13 +11,11 @@ account in the same transaction.
 
 from __future__ import annotations
 
-from django.db import transaction
-
 from services import audit
 from services.audit import Actor, Operation
 from services.crypto import KeyRing, key_ring
 from services.sealed import KINDS, SealedKind
-from services.storage import queries
+from services.storage.transactions import accounts_transaction
 
 
 def pending_count() -> int:
@@ -46,9 +44,7 @@ def _reencrypt_kind(kind: SealedKind, *, ring: KeyRing, batch_size: int) -> int:
     if not candidates:
         return 0
     accounts = sorted({account_id for _, account_id in candidates})
-    with transaction.atomic():
-        for account_id in accounts:
-            queries.lock_audit_head(account_id=account_id)
+    with accounts_transaction(accounts):
         rows = list(
             kind.model.objects.select_for_update()
             .select_related(*kind.related)

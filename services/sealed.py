@@ -1,4 +1,5 @@
-"""Every kind of sealed value the database holds, in one registry.
+"""Every kind of sealed value the database holds, in one registry, and the one place a
+credential set is sealed and opened.
 
 A sealed value is a `key_id` column beside a ciphertext column (services/crypto.py gives the
 format). Key rotation (`reencrypt`), readiness (`/readyz`) and the system check walk `KINDS`, so
@@ -12,15 +13,16 @@ its account and provider under a keyName no credential set can use.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from django.db.models import Model, QuerySet
 
-from services.crypto import KeyRing, Place
+from services.crypto import KeyRing, Place, key_ring
 from services.masking import Secret
 from services.models import CredentialField, OAuthClient
+from services.storage.queries import FieldRow
 
 # The client secret's keyName: keyNames of credential sets are snake case, so no set uses it.
 CLIENT_SECRET_KEY_NAME = "oauth-client-secret"  # noqa: S105 - a label, not a secret
@@ -100,3 +102,43 @@ def outside_ring(key_ids: frozenset[str]) -> dict[str, tuple[int, list[str]]]:
             ids = sorted(set(rows.values_list("key_id", flat=True)))
             found[kind.name] = (rows.count(), ids)
     return found
+
+
+class SealedField(Protocol):
+    """A stored field as the storage seam reads it, or as the ORM does."""
+
+    id: int
+    key_name: str
+    key_id: str
+    ciphertext: bytes
+
+
+def seal_set(
+    *, account_id: int, service: str, generation: int, fields: Sequence[tuple[str, Secret]]
+) -> list[FieldRow]:
+    """A set's values sealed for its place: (keyName, key id, ciphertext) each."""
+    ring = key_ring()
+    return [
+        (key_name, *ring.seal(value, Place(account_id, service, key_name, generation)))
+        for key_name, value in fields
+    ]
+
+
+def open_set(
+    *, account_id: int, service: str, generation: int, fields: Iterable[SealedField]
+) -> list[tuple[str, Secret]]:
+    """A stored set's values, opened and masked: (keyName, value) each. Nothing opened is kept
+    afterwards; a value that does not open raises DecryptionError naming its row."""
+    ring = key_ring()
+    return [
+        (
+            field.key_name,
+            ring.open(
+                field.key_id,
+                bytes(field.ciphertext),
+                Place(account_id, service, field.key_name, generation),
+                field_id=field.id,
+            ),
+        )
+        for field in fields
+    ]

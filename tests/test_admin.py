@@ -23,9 +23,10 @@ from services.accounts import (
     revoke_token,
     set_account_active,
 )
-from services.agents import GrantSpec, delete_agent, issue_agent_token, put_agent
+from services.agents import delete_agent, issue_agent_token, put_agent
 from services.audit import Actor
 from services.credentials import credential_set, store_credentials
+from services.grants import GrantSpec
 from services.management.listing import live_tokens, token_status
 from services.masking import Secret
 from services.models import (

@@ -163,10 +163,11 @@ class TestTokenLookup:
         from services import agents
         from services.accounts import create_account
         from services.audit import Actor
+        from services.grants import GrantSpec
 
         account = create_account(name="lookup")
         actor = Actor.command(account.pk)
-        agents.put_agent(actor=actor, name="bot", services=[agents.GrantSpec("github")])
+        agents.put_agent(actor=actor, name="bot", services=[GrantSpec("github")])
         return [
             (ApiToken, issue_token(account=account, name="cli").plaintext),
             (

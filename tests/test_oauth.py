@@ -20,8 +20,8 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from services import oauth as oauth_module
 from services.models import AuditEvent, ConnectedService, OAuthClient, OAuthState
+from services.oauth import refresh as oauth_refresh
 from tests.oauth_server import OAuthServer
 from tests.support import assert_problem, creds, marked
 from tests.test_agents import agent_token, put_agent
@@ -458,7 +458,7 @@ class TestRefreshOnUse:
         def broken(*args, **kwargs):
             raise RuntimeError("injected fault after the provider answered")
 
-        monkeypatch.setattr(oauth_module.queries, "replace_fields", broken)
+        monkeypatch.setattr(oauth_refresh.queries, "replace_fields", broken)
         assert agent_read(reader).status_code == 500
         assert stand_in.refreshes == 1
         assert opened_set(ConnectedService.objects.get()) == before

@@ -474,7 +474,7 @@ class TestTheExtraCatalog:
 
     def test_an_operator_entrys_host_may_be_private(self, extra, monkeypatch):
         monkeypatch.setattr(outbound, "resolver", lambda host, port: ["10.0.0.5"])
-        from services.proxy import destination_for
+        from services.broker.destination import destination_for
 
         destination = destination_for(catalog_module.get("internal-billing"))
         assert destination.configured

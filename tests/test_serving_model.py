@@ -13,8 +13,8 @@ import time
 import pytest
 from django.db import connections
 
+from providers import outbound
 from scripts.harness import Gunicorn, ProviderServer, request, server_env
-from services import credentials as credentials_module
 from tests.support import creds
 from tests.test_faults import database_url
 from tests.test_http_framing import STORE, put, store_body
@@ -103,14 +103,15 @@ def test_a_request_holds_no_database_connection_while_the_provider_answers(
     alice_api, provider_server, monkeypatch
 ):
     """A call waiting on a provider gives its connection back first, so that many waiting
-    calls do not hold the connections the other requests need (storage/connections.py)."""
+    calls do not hold the connections the other requests need (storage/connections.py, run
+    by the outbound client before every request it sends)."""
     held_during_call = []
-    verify = credentials_module.verification.verify
+    exchange = outbound.run_with_deadline
 
     def observed(*args, **kwargs):
         held_during_call.append(connections["default"].connection is not None)
-        return verify(*args, **kwargs)
+        return exchange(*args, **kwargs)
 
-    monkeypatch.setattr(credentials_module.verification, "verify", observed)
+    monkeypatch.setattr(outbound, "run_with_deadline", observed)
     assert alice_api.test("github", creds(api_key="ghp_x")).status_code == 200
     assert held_during_call == [False]

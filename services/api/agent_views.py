@@ -26,6 +26,7 @@ from services.api.serializers import (
 from services.api.views import AccountAPIView
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
+from services.grants import GrantSpec
 from services.times import rfc3339
 
 NAME_PARAMETER = path_identifier(
@@ -43,7 +44,7 @@ def agent_name(raw: str) -> str:
         ) from None
 
 
-def grant_body(grant: agents.GrantSpec) -> dict:
+def grant_body(grant: GrantSpec) -> dict:
     return {
         "service": grant.service,
         "access": str(grant.access),

@@ -9,7 +9,6 @@ from django.views.decorators.http import require_GET
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from services import oauth
 from services.api.context import ApiRequest
 from services.api.parsing import read_connect_options, read_oauth_client
 from services.api.schema import (
@@ -27,6 +26,8 @@ from services.api.serializers import (
 from services.api.views import AccountAPIView
 from services.audit import Operation
 from services.models import OAuthClient
+from services.oauth.clients import delete_client, list_clients, put_client
+from services.oauth.connect import ConnectFailed, finish_connect, start_connect
 from services.times import rfc3339
 
 PROVIDER_PARAMETER = path_identifier("provider", "A catalog provider with OAuth.", "github")
@@ -56,7 +57,7 @@ class OAuthClientListView(AccountAPIView):
         responses={200: OAuthClientSerializer(many=True)},
     )
     def get(self, request: ApiRequest) -> Response:
-        clients = oauth.list_clients(actor=request.context.actor)
+        clients = list_clients(actor=request.context.actor)
         return Response([client_body(client) for client in clients])
 
 
@@ -79,7 +80,7 @@ class OAuthClientView(AccountAPIView):
     )
     def put(self, request: ApiRequest, provider: str) -> Response:
         client_id, client_secret = read_oauth_client(request)
-        client, status = oauth.put_client(
+        client, status = put_client(
             actor=request.context.actor,
             provider=provider,
             client_id=client_id,
@@ -95,7 +96,7 @@ class OAuthClientView(AccountAPIView):
         responses={204: OpenApiResponse(description="Removed."), **problems(404)},
     )
     def delete(self, request: ApiRequest, provider: str) -> Response:
-        oauth.delete_client(actor=request.context.actor, provider=provider)
+        delete_client(actor=request.context.actor, provider=provider)
         return Response(status=204)
 
 
@@ -119,7 +120,7 @@ class ConnectView(AccountAPIView):
     )
     def post(self, request: ApiRequest, provider: str) -> Response:
         scopes, service = read_connect_options(request)
-        connect = oauth.start_connect(
+        connect = start_connect(
             actor=request.context.actor, provider=provider, scopes=scopes, service=service
         )
         return Response(
@@ -128,19 +129,51 @@ class ConnectView(AccountAPIView):
         )
 
 
+# Why a callback connected nothing, as the page tells the person: its status and sentence.
+# `{provider}` is the provider's name, `{code}` its error code (a short printable code),
+# `{field}` and `{rule}` the API host field and the rule it broke.
+CALLBACK_FAILURES: dict[str, tuple[int, str]] = {
+    "no_state": (400, "The link has no state: start the connection again."),
+    "unknown_state": (400, "This connection link is unknown or was used already."),
+    "expired": (400, "This connection link has expired: start the connection again."),
+    "provider_error": (400, "{provider} did not connect: {code}."),
+    "no_code": (400, "{provider} sent no authorization code."),
+    "no_client": (409, "The account's OAuth client was removed during the connection."),
+    "unavailable": (502, "{provider} could not be reached."),
+    "misconfigured": (
+        409,
+        "The OAuth client is misconfigured: {provider} refused its client ID or secret "
+        "({code}). Correct the account's OAuth client, then connect again. Nothing was stored.",
+    ),
+    "refused": (400, "{provider} refused the authorization code."),
+    "api_host_refused": (
+        400,
+        "{provider} named an API host ({field}) that is not {rule}. Nothing was stored.",
+    ),
+}
+
+
+def failure_page(failed: ConnectFailed) -> tuple[dict, int]:
+    status, sentence = CALLBACK_FAILURES[failed.why]
+    reason = sentence.format(
+        provider=failed.provider, code=failed.code, field=failed.field, rule=failed.rule
+    )
+    return {"connected": False, "reason": reason}, status
+
+
 @require_GET  # not HEAD: the state is used up by the first request that brings it
 def callback(request: HttpRequest) -> HttpResponse:
     """The page the provider sends the person's browser to: which service is now connected,
     or why not. Never a value; never cached; nothing loaded."""
     try:
-        connected = oauth.finish_connect(
+        connected = finish_connect(
             state=request.GET.get("state", ""),
             code=request.GET.get("code", ""),
             error=request.GET.get("error", ""),
             request_id=request.context.request_id,  # type: ignore[attr-defined]
         )
-    except oauth.CallbackFailed as failed:
-        context, status = {"connected": False, "reason": failed.reason}, failed.status
+    except ConnectFailed as failed:
+        context, status = failure_page(failed)
     else:
         context = {
             "connected": True,

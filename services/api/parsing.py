@@ -21,7 +21,6 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
-from services.agents import GrantSpec
 from services.api.serializers import (
     AgentInputSerializer,
     AgentTokenInputSerializer,
@@ -40,6 +39,7 @@ from services.exceptions import (
     UnsupportedMediaType,
     field_error,
 )
+from services.grants import Given, GrantSpec
 from services.masking import Secret
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
 
@@ -356,39 +356,34 @@ def read_credential_input(request: Request) -> CredentialInput:
     return parse_credential_input(read_json_body(request))
 
 
-def parse_grants(data: Any) -> list[GrantSpec]:
-    """`{"services": [...]}` of a PUT of an agent: one grant per service, each entry a service
-    identifier (the default grant) or an object. Entries that name one service count once
-    when they grant the same; with different options they are refused."""
+def parse_grants(data: Any) -> list[Given]:
+    """`{"services": [...]}` of a PUT of an agent: each entry, a service identifier (the
+    default grant) or an object, as a grant with the fields it came from. The grant rules
+    themselves (one grant per service among them) are `put_agent`'s."""
     errors = shape_errors(AGENT_INPUT, data)
     entries = data.get("services") if isinstance(data, dict) else None
-    named: list[tuple[str, str, dict]] = []
+    given: list[Given] = []
     for index, raw in enumerate(entries if isinstance(entries, list) else []):
         entry = {"service": raw} if isinstance(raw, str) else raw
         if not isinstance(entry, dict) or not isinstance(entry.get("service"), str):
             continue  # named by shape_errors
-        where = f"services[{index}]" if isinstance(raw, str) else f"services[{index}].service"
+        where = f"services[{index}]"
+        service_field = where if isinstance(raw, str) else f"{where}.service"
         try:
-            named.append((where, normalize_service(entry["service"]), entry))
+            service = normalize_service(entry["service"])
         except InvalidIdentifier:
-            errors.append(field_error(where, FieldErrorCode.INVALID_SERVICE, SERVICE_RULE))
-    if errors:
-        raise InvalidRequest(errors=errors)
-    grants: dict[str, GrantSpec] = {}
-    for where, service, entry in named:
+            errors.append(field_error(service_field, FieldErrorCode.INVALID_SERVICE, SERVICE_RULE))
+            continue
         grant = GrantSpec.given(
             service,
             access=entry.get("access", GrantAccess.PROXY),
             methods=entry.get("methods", PROXY_METHODS),
             paths=entry.get("paths", (WHOLE_API,)),
         )
-        if grants.setdefault(service, grant) != grant:
-            errors.append(
-                field_error(where, FieldErrorCode.DUPLICATE, "Two different grants of one service.")
-            )
+        given.append(Given(grant, where, service_field))
     if errors:
         raise InvalidRequest(errors=errors)
-    return sorted(grants.values(), key=lambda grant: grant.service)
+    return given
 
 
 def parse_token_request(request: Request) -> int | None:

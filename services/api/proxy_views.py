@@ -1,6 +1,6 @@
 """The brokered call (CONTRACT 11): `{METHOD} /api/v1/agent/proxy/{service}/{path}` with an
 agent token. A thin view: the agent's request as it came (the path still percent-encoded, the
-query untouched, the headers, the body), one call to `services.proxy.call`, and the provider's
+query untouched, the headers, the body), one call to `services.broker.call.call`, and the provider's
 answer rendered as it is."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
-from services import credentials, proxy
+from services import credentials
 from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AuditedAPIView
 from services.api.context import ApiRequest
@@ -19,6 +19,9 @@ from services.api.schema import path_identifier, problems
 from services.api.throttling import ProxyRateThrottle
 from services.api.wsgi import PROXY_PATH_PREFIX
 from services.audit import Operation
+from services.broker.answers import ProxyAnswer
+from services.broker.call import ProxyRequest, call
+from services.broker.paths import MAX_PATH_LENGTH
 from services.exceptions import InvalidProxyPath, PayloadTooLarge
 
 METHODS = ("get", "head", "post", "put", "patch", "delete")
@@ -57,7 +60,7 @@ def proxy_body(request: ApiRequest) -> bytes:
     return request.body
 
 
-def render(answer: proxy.ProxyAnswer) -> HttpResponse:
+def render(answer: ProxyAnswer) -> HttpResponse:
     response = HttpResponse(answer.body, status=answer.status)
     del response["Content-Type"]  # the provider's own, if it sent one
     merged: dict[str, list[str]] = {}
@@ -114,21 +117,21 @@ class ProxyView(AuditedAPIView):
         context = request.context
         context.method = request.method
         try:
-            context.path = raw_path(request, kwargs["service"])[: proxy.MAX_PATH_LENGTH] or "/"
+            context.path = raw_path(request, kwargs["service"])[:MAX_PATH_LENGTH] or "/"
         except InvalidProxyPath:
             context.path = "/"
         super().initial(request, *args, **kwargs)
 
     def proxy(self, request: ApiRequest, service: str) -> HttpResponse:
         normalized = credentials.service_identifier(service)
-        call = proxy.ProxyRequest(
+        proxied = ProxyRequest(
             method=request.method,
             raw_path=raw_path(request, service),
             query=request.META.get("QUERY_STRING", ""),
             headers=agent_headers(request),
             body=proxy_body(request),
         )
-        return render(proxy.call(actor=request.context.actor, service=normalized, request=call))
+        return render(call(actor=request.context.actor, service=normalized, request=proxied))
 
 
 def _handler(method: str):

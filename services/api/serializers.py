@@ -29,6 +29,13 @@ from providers.identifiers import (
 from providers.listing import shapes_text
 from providers.verification import Reason
 from services.exceptions import FieldErrorCode, problem_code_choices
+from services.grants import (
+    GRANT_PATH_PATTERN,
+    GRANT_PATH_RULE,
+    MAX_GRANT_PATH_CHARS,
+    MAX_GRANT_PATHS,
+    MAX_GRANTS,
+)
 from services.models import (
     PROXY_METHODS,
     AuditAction,
@@ -41,13 +48,6 @@ from services.tokens import MAX_LIFETIME_DAYS
 
 MAX_CREDENTIALS = 20
 MAX_VALUE_CHARS = 16_384
-MAX_GRANTS = 100
-MAX_GRANT_PATHS = 20
-MAX_GRANT_PATH_CHARS = 256
-# A grant's path prefix: `/`, then segments that are neither empty, `.` nor `..`, holding no
-# control character, `?`, `#`, backslash or `@` (a proxied path never holds one); one trailing
-# slash allowed.
-GRANT_PATH_PATTERN = r"^(?!.*//)/(?!(?:.*/)?\.\.?(?:/|$))[^\u0000-\u001f\u007f-\u009f?#\\@]*$"
 # Any text without NUL: the escape reads the same in Python's re and in ECMA-262 (JSON Schema).
 NO_NUL_PATTERN = r"^[^\u0000]*$"
 
@@ -196,7 +196,7 @@ class ProviderSerializer(serializers.Serializer):
 
 
 class GrantSerializer(serializers.Serializer):
-    """One grant of an agent: a service and what the agent may do with it (CONTRACT 11)."""
+    """One grant of an agent: a service and what the agent may do with it."""
 
     service = serializers.CharField(help_text="Normalized service identifier.")
     access = serializers.ChoiceField(choices=GrantAccess.choices)
@@ -228,13 +228,7 @@ class GrantInputSerializer(serializers.Serializer):
     paths = serializers.ListField(
         child=serializers.CharField(
             max_length=MAX_GRANT_PATH_CHARS,
-            validators=[
-                RegexValidator(
-                    GRANT_PATH_PATTERN,
-                    "A path prefix starts with '/' and holds no empty, '.' or '..' segment, "
-                    "control character, '?', '#', backslash or '@'.",
-                )
-            ],
+            validators=[RegexValidator(GRANT_PATH_PATTERN, GRANT_PATH_RULE)],
         ),
         min_length=1,
         max_length=MAX_GRANT_PATHS,

@@ -1,37 +1,20 @@
-"""Per-token rate limits on the configured cache (CONTRACT 6, 9).
+"""Per-token rate limits on the configured cache.
 
 Fixed windows counted with the cache's atomic `add` and `incr`, so that the count is shared by
 every worker and host using the same cache (Redis); with the default local-memory cache each
-worker counts alone. A rate is written `N/unit`, unit one of s, sec, second, m, min, minute, h,
-hour, d, day.
+worker counts alone. A rate's format is services/rates.py's.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
-from functools import lru_cache
 
 from django.conf import settings
 from django.core.cache import cache
 from rest_framework.throttling import BaseThrottle
 
-_RATE = re.compile(r"\s*(\d+)\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-class RateError(ValueError):
-    pass
-
-
-@lru_cache(maxsize=16)
-def parse_rate(rate: str) -> tuple[int, int]:
-    """`600/min` -> (600, 60)."""
-    match = _RATE.fullmatch(rate or "")
-    if not match or int(match.group(1)) < 1:
-        raise RateError(f"{rate!r} is not a rate such as 600/min")
-    return int(match.group(1)), _UNIT_SECONDS[match.group(2)[0]]
+from services.rates import parse_rate
 
 
 class TokenRateThrottle(BaseThrottle):

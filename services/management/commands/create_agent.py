@@ -1,13 +1,11 @@
-import re
-
 from django.core.management.base import CommandError
 
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
-from services.agents import GrantSpec, put_agent
-from services.api.serializers import GRANT_PATH_PATTERN, MAX_GRANT_PATH_CHARS
+from services.agents import put_agent
 from services.audit import Actor
+from services.grants import GRANT_PATH_RULE, GrantSpec, option_errors
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
 
 
@@ -57,12 +55,10 @@ class Command(CredvaultCommand):
         path: list[str],
         **options,
     ) -> None:
+        access = GrantAccess.READ if read else GrantAccess.PROXY
         for prefix in path:
-            if len(prefix) > MAX_GRANT_PATH_CHARS or not re.fullmatch(GRANT_PATH_PATTERN, prefix):
-                raise CommandError(
-                    f"--path {prefix!r}: a path prefix starts with '/' and holds no empty, '.' "
-                    "or '..' segment, control character, '?', '#', backslash or '@'"
-                )
+            if option_errors(access=access, methods=PROXY_METHODS, paths=[prefix]):
+                raise CommandError(f"--path {prefix!r}: {GRANT_PATH_RULE}")
         try:
             owner = get_account(name=account)
             agent_name = normalize_service(name)
@@ -74,7 +70,7 @@ class Command(CredvaultCommand):
         grants = [
             GrantSpec.given(
                 each,
-                access=GrantAccess.READ if read else GrantAccess.PROXY,
+                access=access,
                 methods=method or PROXY_METHODS,
                 paths=path or (WHOLE_API,),
             )

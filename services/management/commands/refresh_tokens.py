@@ -2,7 +2,7 @@ from django.core.management.base import CommandError
 
 from providers.management.base import CredvaultCommand
 from services.models import Account
-from services.oauth import refresh_expiring
+from services.oauth.expiring import refresh_expiring
 
 BAR_WIDTH = 30
 

@@ -1,0 +1,76 @@
+"""An agent's access to a stored set: the one owner of "the set this grant may use now".
+
+`granted_set` reads the agent's grant for a service with the stored set, in one statement;
+`usable_set` opens it, refreshing an OAuth set first when it expires within
+CREDVAULT_REFRESH_AHEAD; `refreshed_set` refreshes a set the provider no longer takes and reads
+the grant again. The agent read (services/agents.py) and the brokered call (services/broker/)
+both go through them, so a grant removed, a service removed or a connection that needs the
+person again is refused the same way on either path.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from providers.identifiers import OAUTH
+from services.audit import Actor
+from services.exceptions import NotGranted, ReauthorizationRequired, ServiceNotConnected
+from services.masking import Secret
+from services.models import ServiceStatus
+from services.oauth.refresh import refresh_service
+from services.oauth.token_sets import refresh_due
+from services.sealed import open_set
+from services.storage import queries
+
+GrantedSet = queries.GrantedSet
+
+
+def granted_set(*, actor: Actor, service: str) -> GrantedSet | None:
+    """The agent's grant for `service` with the stored set, in one statement: None without a
+    grant, `fields` empty when nothing is stored."""
+    return queries.read_granted_set(
+        account_id=actor.account_id, agent_id=actor.agent_id, service=service
+    )
+
+
+def opened(*, actor: Actor, service: str, found: GrantedSet) -> list[tuple[str, Secret]]:
+    """The granted set's values, opened and masked."""
+    return open_set(
+        account_id=actor.account_id,
+        service=service,
+        generation=found.generation or 0,
+        fields=found.fields,
+    )
+
+
+def usable_set(
+    *, actor: Actor, service: str, found: GrantedSet
+) -> tuple[GrantedSet, list[tuple[str, Secret]]]:
+    """The set an agent's read or brokered call uses, and its values: refreshed first when it
+    is an OAuth set that expires within CREDVAULT_REFRESH_AHEAD. Raises
+    ReauthorizationRequired (409), OAuthClientMisconfigured (409) or ProviderUnavailable
+    (503)."""
+    if found.status == ServiceStatus.REAUTHORIZATION_REQUIRED:
+        raise ReauthorizationRequired()
+    fields = opened(actor=actor, service=service, found=found)
+    ahead = float(settings.CREDVAULT_REFRESH_AHEAD)
+    if found.key_type != OAUTH or not refresh_due(dict(fields), ahead=ahead):
+        return found, fields
+    fresh = refreshed_set(actor=actor, service=service, generation=found.generation or 0)
+    return fresh, opened(actor=actor, service=service, found=fresh)
+
+
+def refreshed_set(*, actor: Actor, service: str, generation: int) -> GrantedSet:
+    """Refresh the service past `generation` (here, or by waiting for the worker that does),
+    then read the grant and the set again: NotGranted when the grant went meanwhile,
+    ServiceNotConnected when the set did, ReauthorizationRequired when the person must connect
+    again."""
+    refresh_service(actor=actor, service=service, generation=generation)
+    fresh = granted_set(actor=actor, service=service)
+    if fresh is None:
+        raise NotGranted()
+    if not fresh.fields:
+        raise ServiceNotConnected()
+    if fresh.status == ServiceStatus.REAUTHORIZATION_REQUIRED:
+        raise ReauthorizationRequired()
+    return fresh

@@ -1,0 +1,15 @@
+"""Brokered access: an agent asks credvault to call its provider, credvault adds the credential
+on the way out, and the agent sees the provider's answer only, with every injected value
+redacted from it.
+
+One module per concern, in the order a request meets them:
+
+- `paths`: the agent's path, checked and encoded again; whether a grant covers a method and a
+  path.
+- `destination`: where the call goes (the catalog and the server's configuration, or the
+  connection's own API host) and where the credential is placed.
+- `headers`: which of the agent's headers reach the provider.
+- `redaction`: every injected value, in each form it was sent, as `[REDACTED]`.
+- `answers`: the provider's answer as the agent receives it, and the failures of the call.
+- `call`: the whole rule, from the agent's request to its audit event.
+"""

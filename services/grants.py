@@ -1,0 +1,142 @@
+"""A grant: which service an agent may use, and how (`access`, `methods`, `paths`).
+
+The one owner of the grant rules: the access is `proxy` (brokered calls only, the default) or
+`read` (the plaintext read too); the methods are some of PROXY_METHODS; each path prefix starts
+with `/`, holds no empty, `.` or `..` segment, control character, `?`, `#`, backslash or `@`,
+and is at most MAX_GRANT_PATH_CHARS long, at most MAX_GRANT_PATHS of them; an agent holds at
+most MAX_GRANTS grants, one per service. `checked_grants` enforces every rule, and
+`services.agents.put_agent` calls it: the API's serializers (which state the same limits in
+the OpenAPI document, from these constants) and `create_agent` only translate their input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from services.exceptions import FieldErrorCode, InvalidRequest, field_error
+from services.models import PROXY_METHODS, WHOLE_API, Grant, GrantAccess
+
+MAX_GRANTS = 100
+MAX_GRANT_PATHS = 20
+MAX_GRANT_PATH_CHARS = 256
+# A grant's path prefix: `/`, then segments that are neither empty, `.` nor `..`, holding no
+# control character, `?`, `#`, backslash or `@` (a proxied path never holds one); one trailing
+# slash allowed.
+GRANT_PATH_PATTERN = r"^(?!.*//)/(?!(?:.*/)?\.\.?(?:/|$))[^\u0000-\u001f\u007f-\u009f?#\\@]*$"
+GRANT_PATH_RULE = (
+    "A path prefix starts with '/' and holds no empty, '.' or '..' segment, control character, "
+    "'?', '#', backslash or '@'."
+)
+_GRANT_PATH = re.compile(GRANT_PATH_PATTERN)
+
+
+@dataclass(frozen=True)
+class GrantSpec:
+    """One grant as given and as shown: a service and what the agent may do with it."""
+
+    service: str
+    access: str = GrantAccess.PROXY
+    methods: tuple[str, ...] = PROXY_METHODS
+    paths: tuple[str, ...] = (WHOLE_API,)
+
+    @classmethod
+    def of(cls, grant: Grant) -> GrantSpec:
+        return cls(grant.service, grant.access, tuple(grant.methods), tuple(grant.paths))
+
+    @classmethod
+    def given(
+        cls,
+        service: str,
+        *,
+        access: str = GrantAccess.PROXY,
+        methods: Iterable[str] = PROXY_METHODS,
+        paths: Iterable[str] = (WHOLE_API,),
+    ) -> GrantSpec:
+        """A grant as a client or an operator gave it, in its one form: each method once, in
+        PROXY_METHODS' order, and the paths sorted, whatever order they came in. Methods
+        outside PROXY_METHODS are kept, so that `checked_grants` refuses them."""
+        chosen = list(dict.fromkeys(methods))
+        known = [method for method in PROXY_METHODS if method in chosen]
+        return cls(
+            service=service,
+            access=access,
+            methods=tuple(known + [method for method in chosen if method not in PROXY_METHODS]),
+            paths=tuple(sorted(set(paths))),
+        )
+
+
+def grant_errors(grant: GrantSpec, where: str = "") -> list[dict[str, str]]:
+    """What breaks the grant rules in one grant, each naming its field under `where`."""
+    return option_errors(access=grant.access, methods=grant.methods, paths=grant.paths, where=where)
+
+
+def option_errors(
+    *, access: str, methods: Sequence[str], paths: Sequence[str], where: str = ""
+) -> list[dict[str, str]]:
+    """What breaks the grant rules in a grant's options, whatever its service, each naming its
+    field under `where`."""
+    errors = []
+    if access not in GrantAccess.values:
+        errors.append(
+            field_error(f"{where}access", FieldErrorCode.INVALID, "Either proxy or read.")
+        )
+    if not methods or any(method not in PROXY_METHODS for method in methods):
+        errors.append(
+            field_error(
+                f"{where}methods",
+                FieldErrorCode.INVALID,
+                f"One or more of {', '.join(PROXY_METHODS)}.",
+            )
+        )
+    if not 1 <= len(paths) <= MAX_GRANT_PATHS:
+        errors.append(
+            field_error(
+                f"{where}paths",
+                FieldErrorCode.INVALID_LENGTH,
+                f"From 1 to {MAX_GRANT_PATHS} path prefixes.",
+            )
+        )
+    for index, path in enumerate(paths):
+        if len(path) > MAX_GRANT_PATH_CHARS or not _GRANT_PATH.fullmatch(path):
+            errors.append(
+                field_error(f"{where}paths[{index}]", FieldErrorCode.INVALID, GRANT_PATH_RULE)
+            )
+    return errors
+
+
+class Given(NamedTuple):
+    """A grant as a client sent it: the grant, the field that holds the whole entry
+    (`services[0]`) and the field that names its service (`services[0].service`, or the entry
+    itself when it is a bare service identifier)."""
+
+    grant: GrantSpec
+    entry: str = ""
+    service_field: str = ""
+
+
+def checked_grants(grants: Sequence[Given]) -> list[GrantSpec]:
+    """An agent's whole set of grants: every rule checked, or InvalidRequest naming each broken
+    one by the field it came from. Grants that name one service count once when they grant the
+    same; with different options they are refused. Sorted by service."""
+    errors = []
+    if len(grants) > MAX_GRANTS:
+        errors.append(
+            field_error("services", FieldErrorCode.TOO_LONG, f"At most {MAX_GRANTS} grants.")
+        )
+    unique: dict[str, GrantSpec] = {}
+    for grant, entry, service_field in grants:
+        errors += grant_errors(grant, f"{entry}." if entry else "")
+        if unique.setdefault(grant.service, grant) != grant:
+            errors.append(
+                field_error(
+                    service_field or entry or "services",
+                    FieldErrorCode.DUPLICATE,
+                    "Two different grants of one service.",
+                )
+            )
+    if errors:
+        raise InvalidRequest(errors=errors)
+    return sorted(unique.values(), key=lambda grant: grant.service)

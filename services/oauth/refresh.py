@@ -1,0 +1,224 @@
+"""Refreshing an OAuth set: one refresh per service at a time, across workers and hosts.
+
+A worker claims the service row in the database (`refreshing_until`, set only where the row is
+still at the generation it read and unclaimed), asks the token URL with no database connection
+held, and stores the answer as the next generation in one transaction, the rotated refresh
+token with it (a provider that sends none: the old one is kept). The others wait for the new
+generation and use it. A refusal of the grant marks `reauthorization_required` (the set stays
+for inspection); a refusal of the client itself (`invalid_client` and the like: the account's
+configuration, which no consent repairs) and an unavailable token URL change nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from providers import catalog
+from providers import oauth as provider_oauth
+from providers.identifiers import OAUTH
+from services import audit
+from services.audit import Actor, Operation
+from services.exceptions import (
+    OAuthClientMisconfigured,
+    ProviderUnavailable,
+    ReauthorizationRequired,
+)
+from services.masking import Secret
+from services.models import ConnectedService, ServiceStatus
+from services.oauth.clients import client_of
+from services.oauth.token_sets import token_set
+from services.sealed import open_set, seal_set
+from services.storage import queries
+from services.storage.connections import give_back_connections
+from services.storage.transactions import account_transaction
+
+# How long a claimed refresh holds before another worker may take it over: the token URL's
+# bound and a margin.
+CLAIM_MARGIN_SECONDS = 5.0
+WAIT_STEP_SECONDS = 0.05
+
+
+def refresh_service(*, actor: Actor, service: str, generation: int) -> None:
+    """Move the service past `generation` with a refreshed set: by refreshing it here, or by
+    waiting for the worker that does. Raises ReauthorizationRequired,
+    OAuthClientMisconfigured or ProviderUnavailable."""
+    timeout = float(settings.CREDVAULT_VERIFY_TIMEOUT)
+    gives_up = time.monotonic() + timeout + 2 * CLAIM_MARGIN_SECONDS
+    while True:
+        row = (
+            ConnectedService.objects.filter(account_id=actor.account_id, service=service)
+            .values("id", "generation", "status", "oauth_provider")
+            .first()
+        )
+        if row is None:
+            raise ReauthorizationRequired()
+        if row["generation"] != generation:
+            return  # another worker stored the next generation: use it
+        if row["status"] == ServiceStatus.REAUTHORIZATION_REQUIRED:
+            raise ReauthorizationRequired()
+        if _claim(row["id"], generation, seconds=timeout + CLAIM_MARGIN_SECONDS):
+            _refresh_claimed(
+                actor=actor,
+                service=service,
+                provider=_provider_of(row["oauth_provider"] or service),
+                service_id=row["id"],
+                generation=generation,
+            )
+            return
+        # The wait for another worker's refresh holds no database connection.
+        give_back_connections()
+        if time.monotonic() > gives_up:
+            raise ProviderUnavailable()
+        time.sleep(WAIT_STEP_SECONDS)
+
+
+def _claim(service_id: int, generation: int, *, seconds: float) -> bool:
+    """Take the service's refresh: only where it is still at `generation` and no other
+    worker's claim holds. One UPDATE, so two workers never both win."""
+    now = timezone.now()
+    with transaction.atomic():
+        return bool(
+            ConnectedService.objects.filter(pk=service_id, generation=generation)
+            .filter(Q(refreshing_until__isnull=True) | Q(refreshing_until__lt=now))
+            .update(refreshing_until=now + timedelta(seconds=seconds))
+        )
+
+
+def _release(service_id: int, generation: int) -> None:
+    ConnectedService.objects.filter(pk=service_id, generation=generation).update(
+        refreshing_until=None
+    )
+
+
+def _refresh_claimed(
+    *,
+    actor: Actor,
+    service: str,
+    provider: catalog.Provider | None,
+    service_id: int,
+    generation: int,
+) -> None:
+    """The claim is ours: read the set, ask the token URL, store the answer."""
+    try:
+        _refresh_and_store(
+            actor=actor,
+            service=service,
+            provider=provider,
+            service_id=service_id,
+            generation=generation,
+        )
+    except BaseException:
+        _release(service_id, generation)
+        raise
+
+
+def _refresh_and_store(
+    *,
+    actor: Actor,
+    service: str,
+    provider: catalog.Provider | None,
+    service_id: int,
+    generation: int,
+) -> None:
+    stored = dict(stored_set(actor.account_id, service, service_id, generation))
+    refresh_token = stored.get("refresh_token")
+    client = client_of(account_id=actor.account_id, provider=provider.id) if provider else None
+    if client is None and "client_id" in stored and "client_secret" in stored:
+        client = provider_oauth.Client(
+            stored["client_id"].reveal(), stored["client_secret"].reveal()
+        )
+    if provider is None or refresh_token is None or client is None:
+        _mark_reauthorization(actor, service, service_id, generation, why="no_client")
+        raise ReauthorizationRequired()
+    try:
+        tokens = provider_oauth.refresh(
+            provider, client=client, refresh_token=refresh_token.reveal()
+        )
+    except provider_oauth.Unavailable:
+        audit.record(actor, Operation.REFRESH, status=503, service=service, target="unavailable")
+        raise ProviderUnavailable() from None
+    except provider_oauth.Misconfigured as exc:
+        # The client, not the person's grant: the status stays, so that the connection
+        # works again as soon as the client is corrected.
+        audit.record(actor, Operation.REFRESH, status=409, service=service, target=exc.code)
+        raise OAuthClientMisconfigured() from None
+    except provider_oauth.Refused as exc:
+        _mark_reauthorization(actor, service, service_id, generation, why=exc.code or "refused")
+        raise ReauthorizationRequired() from None
+    fields = token_set(
+        tokens, previous_refresh=refresh_token, scopes=_scopes(stored), provider=provider
+    )
+    # A refresh answer without an acceptable API host keeps the stored one: the new tokens
+    # are stored all the same, so that a rotated refresh token is never lost.
+    taken = {name for name, _ in fields}
+    fields += [
+        (name, stored[name])
+        for name in ("client_id", "client_secret", "id_token", _host_field(provider))
+        if name in stored and name not in taken
+    ]
+    _store_generation(actor, service, service_id, generation, fields)
+
+
+def _scopes(stored: dict[str, Secret]) -> tuple[str, ...]:
+    return tuple(stored["scope"].reveal().split()) if "scope" in stored else ()
+
+
+def _host_field(provider: catalog.Provider) -> str:
+    return provider.api_host.field if provider.api_host is not None else ""
+
+
+def _provider_of(provider_id: str) -> catalog.Provider | None:
+    provider = catalog.get(provider_id)
+    return provider if provider is not None and provider.oauth is not None else None
+
+
+def stored_set(
+    account_id: int, service: str, service_id: int, generation: int
+) -> list[tuple[str, Secret]]:
+    """The set stored at `generation` of the service row `service_id`, opened."""
+    rows = ConnectedService.objects.get(pk=service_id).fields.all()
+    return open_set(account_id=account_id, service=service, generation=generation, fields=rows)
+
+
+def _store_generation(
+    actor: Actor,
+    service: str,
+    service_id: int,
+    generation: int,
+    fields: list[tuple[str, Secret]],
+) -> None:
+    """The refreshed set as the next generation, in one transaction with its audit event;
+    nothing when another store moved the service meanwhile."""
+    with transaction.atomic():
+        locked = queries.lock_service(account_id=actor.account_id, service=service)
+        if locked is None or locked.id != service_id or locked.generation != generation:
+            return
+        queries.replace_fields(
+            service_id=service_id,
+            generation=generation + 1,
+            key_type=OAUTH,
+            connected_at=timezone.now(),
+            fields=seal_set(
+                account_id=actor.account_id,
+                service=service,
+                generation=generation + 1,
+                fields=fields,
+            ),
+        )
+        audit.record(actor, Operation.REFRESH, service=service)
+
+
+def _mark_reauthorization(
+    actor: Actor, service: str, service_id: int, generation: int, *, why: str
+) -> None:
+    with account_transaction(actor.account_id):
+        ConnectedService.objects.filter(pk=service_id, generation=generation).update(
+            status=ServiceStatus.REAUTHORIZATION_REQUIRED, refreshing_until=None
+        )
+        audit.record(actor, Operation.REFRESH, status=409, service=service, target=why[:64])

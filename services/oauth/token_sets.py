@@ -1,0 +1,71 @@
+"""The credential set of a token answer, and when a set expires.
+
+A token answer becomes `access_token`, `refresh_token` (the earlier one kept when a refresh
+sends none), `expires_at` (RFC 3339), `scope`, `token_type`, and the connection's own API host
+where the catalog names the field that holds it (Salesforce's `instance_url`) and the host
+matches the catalog's patterns.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.utils import timezone
+
+from providers import catalog
+from providers import oauth as provider_oauth
+from services.masking import Secret
+
+
+def token_set(
+    tokens: provider_oauth.Tokens,
+    *,
+    previous_refresh: Secret | None,
+    scopes: tuple[str, ...],
+    provider: catalog.Provider,
+) -> list[tuple[str, Secret]]:
+    """The set of a token answer. Its API host (where the provider names one) is taken only
+    when it matches the catalog's patterns: the callback refuses another one first, and a
+    refresh keeps the stored one."""
+    fields: list[tuple[str, Secret]] = [("access_token", Secret(tokens.access_token))]
+    api_host = provider.api_host
+    if api_host is not None and tokens.api_host and api_host.base_url(tokens.api_host):
+        fields.append((api_host.field, Secret(tokens.api_host)))
+    refresh_token = Secret(tokens.refresh_token) if tokens.refresh_token else previous_refresh
+    if refresh_token is not None:
+        fields.append(("refresh_token", refresh_token))
+    if tokens.expires_in is not None:
+        expires_at = timezone.now() + timedelta(seconds=max(0, tokens.expires_in))
+        fields.append(("expires_at", Secret(expires_at.strftime("%Y-%m-%dT%H:%M:%SZ"))))
+    scope = tokens.scope if tokens.scope is not None else " ".join(scopes)
+    if scope:
+        fields.append(("scope", Secret(scope)))
+    if tokens.token_type:
+        fields.append(("token_type", Secret(tokens.token_type)))
+    return fields
+
+
+def expiry_of(fields: dict[str, Secret]) -> datetime | None:
+    """A set's `expires_at`: RFC 3339 (as credvault stores it) or seconds since the epoch (as
+    some imported sets hold it); None when absent or unreadable."""
+    value = fields.get("expires_at")
+    if value is None:
+        return None
+    text = value.reveal().strip()
+    try:
+        if text.isdigit():
+            return datetime.fromtimestamp(int(text), tz=UTC)
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, OverflowError):
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def refresh_due(fields: dict[str, Secret], *, ahead: float) -> bool:
+    """Whether a set can be refreshed and expires within `ahead` seconds."""
+    expires_at = expiry_of(fields)
+    return (
+        "refresh_token" in fields
+        and expires_at is not None
+        and expires_at <= timezone.now() + timedelta(seconds=ahead)
+    )
