@@ -136,7 +136,7 @@ CREDVAULT_ENCRYPTION_KEYS = env.str("CREDVAULT_ENCRYPTION_KEYS", default="")
 CREDVAULT_PROVIDER_BASE_URLS = env.str("CREDVAULT_PROVIDER_BASE_URLS", default="{}")
 CREDVAULT_MAX_SERVICES_PER_ACCOUNT = env.int("CREDVAULT_MAX_SERVICES_PER_ACCOUNT", default=100)
 CREDVAULT_VERIFY_TIMEOUT = env.float("CREDVAULT_VERIFY_TIMEOUT", default=5.0)
-# Brokered calls (CONTRACT 11): the operator's own catalog entries (a file in the catalog's
+# Brokered calls: the operator's own catalog entries (a file in the catalog's
 # format), the bounds of a call, and the per-agent-token rate.
 CREDVAULT_EXTRA_CATALOG = env.str("CREDVAULT_EXTRA_CATALOG", default="")
 CREDVAULT_PROXY_TIMEOUT = env.float("CREDVAULT_PROXY_TIMEOUT", default=30.0)
@@ -145,7 +145,7 @@ CREDVAULT_PROXY_MAX_RESPONSE = env.int("CREDVAULT_PROXY_MAX_RESPONSE", default=1
 CREDVAULT_PROXY_RATE_LIMIT = env.str("CREDVAULT_PROXY_RATE_LIMIT", default="600/min")
 CREDVAULT_RATE_LIMIT = env.str("CREDVAULT_RATE_LIMIT", default="600/min")
 CREDVAULT_TEST_RATE_LIMIT = env.str("CREDVAULT_TEST_RATE_LIMIT", default="30/min")
-# OAuth (CONTRACT 12): the address browsers reach this server at (the redirect URI is
+# OAuth: the address browsers reach this server at (the redirect URI is
 # {CREDVAULT_PUBLIC_URL}/oauth/callback), the server-side replacements of the catalog's
 # authorization and token URLs, and how many seconds before its expiry a set is refreshed.
 CREDVAULT_PUBLIC_URL = env.str("CREDVAULT_PUBLIC_URL", default="http://127.0.0.1:8000")
@@ -237,7 +237,7 @@ LOGGING = {
         # credvault.access logs every request once; Django's own per-response warnings repeat it.
         "django.request": {"level": "ERROR"},
         "django.server": {"level": "ERROR"},
-        # credvault.audit: every audit event and checkpoint as one JSON line (CONTRACT 13), at
+        # credvault.audit: every audit event and checkpoint as one JSON line, at
         # INFO through the root's handler, beside the access log; point it elsewhere here.
         # urllib3 logs request lines with their URLs at DEBUG; a URL can hold a key.
         "urllib3": {"level": "WARNING"},

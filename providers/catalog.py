@@ -171,7 +171,7 @@ class ShapeMatch:
 
 @dataclass(frozen=True)
 class OAuth:
-    """How a person connects the provider in a browser (CONTRACT 12): the authorization and
+    """How a person connects the provider in a browser: the authorization and
     token URLs (fixed https hosts), the default scopes, whether the provider takes PKCE, how the
     client authenticates at the token URL, and whether a refresh replaces the refresh token."""
 
@@ -409,7 +409,7 @@ def _parse_shape(raw: Any, where: str) -> Shape:
         optional = _key_names(raw, "optional", where)
     else:
         optional = OAUTH_OPTIONAL - required if key_type == OAUTH else frozenset()
-    # The keyType shown for a stored set follows from its keyNames (CONTRACT 3): a shape's
+    # The keyType shown for a stored set follows from its keyNames: a shape's
     # declared keyType must be the one its sets get.
     if key_type == OAUTH and not OAUTH_MARKERS & required:
         raise _fail(where, f"an oauth shape requires {OAUTH_MARKERS_TEXT}")

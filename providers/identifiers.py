@@ -1,4 +1,4 @@
-"""Identifiers (CONTRACT 3): service identifiers, keyNames and keyTypes. The one definition of
+"""Identifiers: service identifiers, keyNames and keyTypes. The one definition of
 each rule: the catalog checks its entries with them, the account API its input, the OpenAPI
 document states them."""
 

@@ -1,4 +1,4 @@
-"""The provider's side of OAuth (CONTRACT 12): where a person is sent to consent, and the two
+"""The provider's side of OAuth: where a person is sent to consent, and the two
 requests credvault makes at a token URL (a code exchange, a refresh), through the strict
 outbound client like every other request to a provider (no redirects, bounded, TLS checked).
 

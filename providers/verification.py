@@ -1,6 +1,6 @@
 """The verification engine: one catalog check, one HTTP request, one verdict.
 
-The request goes through the strict outbound client (providers/outbound.py, CONTRACT 5): no
+The request goes through the strict outbound client (providers/outbound.py): no
 redirect followed, TLS verified, nothing from the environment, the whole call bounded by
 CREDVAULT_VERIFY_TIMEOUT, at most 1 MiB of the answer read (a JSON condition reads at most 64
 KiB of it), no retry. Every failure becomes a reason without passing an exception's text

@@ -4,7 +4,7 @@ view behind the whole middleware stack and the URL resolver.
 `/bench/naive/...` is the proxy benchmark's naive forwarder.
 
 `/healthz` itself is answered before the host check and the rest of the stack, for probes
-that send an IP as the Host (CONTRACT 14). Measured against it, every endpoint's ratio would
+that send an IP as the Host. Measured against it, every endpoint's ratio would
 fall without any endpoint getting slower; this view costs what `/healthz` cost when the
 benchmark's targets were set (docs/performance.md).
 """

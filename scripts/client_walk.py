@@ -387,7 +387,7 @@ def walk(w: Walk) -> tuple[int, int]:
         client=w.client(spare.token),
     )
 
-    # OAuth (CONTRACT 12): a client, a connect link, the list, the client removed.
+    # OAuth: a client, a connect link, the list, the client removed.
     w.call(
         "oauth",
         "put_oauth_client",

@@ -107,7 +107,7 @@ class Operation(Enum):
     READ_CREDENTIALS = (AuditAction.AGENT_READ, 200)
     # Its status is the provider's, passed back (`record(upstream_status=...)`).
     PROXY_CALL = (AuditAction.AGENT_PROXY, 200)
-    # OAuth (CONTRACT 12). A refresh made for an agent's request is recorded with its actor.
+    # OAuth. A refresh made for an agent's request is recorded with its actor.
     CREATE_OAUTH_CLIENT = (AuditAction.OAUTH_CLIENTS_PUT, 201)
     REPLACE_OAUTH_CLIENT = (AuditAction.OAUTH_CLIENTS_PUT, 200)
     LIST_OAUTH_CLIENTS = (AuditAction.OAUTH_CLIENTS_LIST, 200)
@@ -213,7 +213,7 @@ def record(
 
 
 def event_line(event: AuditEvent) -> str:
-    """The event as one JSON line for the `credvault.audit` logger (CONTRACT 13): its canonical
+    """The event as one JSON line for the `credvault.audit` logger: its canonical
     form and its digests, which a SIEM can check against the chain."""
     return (
         f'{{"type":"audit_event","event":{canonical(event)},'

@@ -1,4 +1,4 @@
-"""Signed audit checkpoints (CONTRACT 13): what a writer of the database alone cannot forge.
+"""Signed audit checkpoints: what a writer of the database alone cannot forge.
 
 Anyone who can write the database can rewrite the SHA-256 chain of `services/audit.py`
 consistently from an altered event onwards. A checkpoint states, for one account, the chain's

@@ -55,7 +55,7 @@ def service_identifier(raw: str) -> str:
 
 
 def credential_set(*, service: str, fields: Sequence[tuple[str, Secret]]) -> CredentialSet:
-    """Normalize the service and check the set against the catalog's shapes (CONTRACT 3), and
+    """Normalize the service and check the set against the catalog's shapes, and
     the connection's own API host against the catalog's host patterns."""
     normalized = service_identifier(service)
     names = [name for name, _ in fields]

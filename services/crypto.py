@@ -1,4 +1,4 @@
-"""Sealing and opening credential values: AES-256-GCM under a key ring (CONTRACT 8).
+"""Sealing and opening credential values: AES-256-GCM under a key ring.
 
 Storage format of one sealed value (the `ciphertext` column of a credential field):
 
@@ -49,7 +49,7 @@ class KeyRingError(ValueError):
 
 class DecryptionError(Exception):
     """A stored value did not open. Names the row (table, id, key id, account, service,
-    keyName: CONTRACT 8); never holds bytes of the value, so the log shows its message."""
+    keyName); never holds bytes of the value, so the log shows its message."""
 
     message_is_safe_to_log = True
 

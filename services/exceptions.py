@@ -299,7 +299,7 @@ class MissingToken(ProblemError):
 
 class TokenRefused(ProblemError):
     """The one answer to a malformed, unknown, revoked or expired token, or a deactivated
-    account (CONTRACT 6): the same body in every case."""
+    account: the same body in every case."""
 
     status_code = status.HTTP_401_UNAUTHORIZED
     default_code = "invalid_token"

@@ -87,7 +87,7 @@ class ApiToken(BearerToken):
 
 
 class ServiceStatus(models.TextChoices):
-    """Whether a connected service can be used (CONTRACT 12): an OAuth set whose refresh the
+    """Whether a connected service can be used: an OAuth set whose refresh the
     provider refused waits for the person to connect it again."""
 
     CONNECTED = "connected", "connected"
@@ -195,7 +195,7 @@ class Agent(models.Model):
 
 
 class GrantAccess(models.TextChoices):
-    """What a grant lets its agent do with the service (CONTRACT 11)."""
+    """What a grant lets its agent do with the service."""
 
     PROXY = "proxy", "proxy: brokered calls only"
     READ = "read", "read: brokered calls and the plaintext read"
@@ -278,7 +278,7 @@ class AuditAction(models.TextChoices):
     ACCOUNTS_DEACTIVATE = "accounts.deactivate", "accounts.deactivate"
     ACCOUNTS_REACTIVATE = "accounts.reactivate", "accounts.reactivate"
     KEYS_REENCRYPT = "keys.reencrypt", "keys.reencrypt"
-    # OAuth (CONTRACT 12).
+    # OAuth.
     OAUTH_CLIENTS_PUT = "oauth_clients.put", "oauth_clients.put"
     OAUTH_CLIENTS_LIST = "oauth_clients.list", "oauth_clients.list"
     OAUTH_CLIENTS_DELETE = "oauth_clients.delete", "oauth_clients.delete"
@@ -339,7 +339,7 @@ class AuditEvent(models.Model):
 
 
 class AuditCheckpoint(models.Model):
-    """A signed statement of an account's audit chain at one moment (CONTRACT 13; format in
+    """A signed statement of an account's audit chain at one moment (format in
     services/checkpoints.py): its seq and digest there, and an HMAC-SHA256 over them and the
     previous checkpoint's MAC, under a key of CREDVAULT_AUDIT_KEYS that is not in the
     database. A writer of the database alone can rewrite events, but not a checkpoint."""
@@ -372,7 +372,7 @@ class AuditCheckpoint(models.Model):
 
 
 class OAuthClient(models.Model):
-    """An account's OAuth client of one provider (CONTRACT 12). The client secret is sealed
+    """An account's OAuth client of one provider. The client secret is sealed
     like a credential value and never shown."""
 
     account = models.ForeignKey(

@@ -1,4 +1,4 @@
-"""Bearer tokens: generation, format check and digest (CONTRACT 6).
+"""Bearer tokens: generation, format check and digest.
 
 A token is `<kind>_` followed by 40 base62 characters drawn with `secrets` (about 238 bits) and
 a 6-character base62 CRC32 checksum of those 40 characters, left-padded with `0`:

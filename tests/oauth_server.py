@@ -1,4 +1,4 @@
-"""An OAuth provider stand-in on 127.0.0.1 (CONTRACT 12 tests): a consent page, a token URL
+"""An OAuth provider stand-in on 127.0.0.1: a consent page, a token URL
 and an API, as a real provider has them, over real HTTP.
 
 - `GET /authorize`: a consent page with an "Allow" link back to the redirect URI with a code

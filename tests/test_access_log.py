@@ -1,4 +1,4 @@
-"""What every response carries and what every request logs (CONTRACT 9): Cache-Control no-store,
+"""What every response carries and what every request logs: Cache-Control no-store,
 JSON whatever the Accept header, a safe request id, and one access-log line without secrets."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The admin as staff see it (CONTRACT 9, 10): each token's real status, moments to the second
+"""The admin as staff see it: each token's real status, moments to the second
 in UTC, objects titled by name, a filter by account, each grant once, the key id of each stored
 field, and a per-account overview made in a constant number of queries.
 

@@ -1,5 +1,5 @@
 """An agent's tokens through the account API: listed without a token or digest, revoked one
-by one (CONTRACT 14); each request audited."""
+by one; each request audited."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Agents, grants, agent tokens and the agent credential read (CONTRACT 10)."""
+"""Agents, grants, agent tokens and the agent credential read."""
 
 from __future__ import annotations
 

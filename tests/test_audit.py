@@ -1,5 +1,5 @@
 """Audit events: one per request with a known actor, never a secret, hash-chained per account,
-written with the change they describe, and listed with a stable cursor (CONTRACT 10)."""
+written with the change they describe, and listed with a stable cursor."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Signed audit checkpoints (CONTRACT 13): a chain rewritten with database write access alone
+"""Signed audit checkpoints: a chain rewritten with database write access alone
 (no CREDVAULT_AUDIT_KEYS, no SECRET_KEY) fails `verify_audit`, naming the checkpoint it
 contradicts; a checkpoint kept outside the database (`--expect`) catches a rewrite of the
 newest events; every event and checkpoint is one JSON line on the `credvault.audit` logger;

@@ -1,4 +1,4 @@
-"""Account tokens and bearer authentication (CONTRACT 6)."""
+"""Account tokens and bearer authentication."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Management commands (CONTRACT 9): their output, and a clear error with a non-zero exit."""
+"""Management commands: their output, and a clear error with a non-zero exit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Encryption at rest (CONTRACT 8): binding of each ciphertext to its place, key ring parsing,
+"""Encryption at rest: binding of each ciphertext to its place, key ring parsing,
 the masking wrapper, and rotation with `reencrypt`."""
 
 from __future__ import annotations

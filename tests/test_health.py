@@ -1,4 +1,4 @@
-"""Health and readiness (CONTRACT 9): `/healthz` answers without token or database, `/readyz`
+"""Health and readiness: `/healthz` answers without token or database, `/readyz`
 is 503 when the database or a key in use is missing."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class TestHealth:
 
 
 class TestProbesWhateverTheHost:
-    """Probes send the pod's IP as Host (CONTRACT 14); every other path keeps the host check."""
+    """Probes send the pod's IP as Host; every other path keeps the host check."""
 
     @pytest.mark.django_db
     @pytest.mark.parametrize("path", ["/healthz", "/readyz"])

@@ -1,4 +1,4 @@
-"""Message framing (RFC 9112) and what is answered before Django (CONTRACT 7, 14), over raw
+"""Message framing (RFC 9112) and what is answered before Django, over raw
 sockets against gunicorn as `make run` starts it:
 
 - a body shorter than its Content-Length is never processed: 400 `bad_request`, nothing stored;

@@ -1,4 +1,4 @@
-"""Service identifiers, keyNames and keyTypes (CONTRACT 3)."""
+"""Service identifiers, keyNames and keyTypes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every bad-body class of CONTRACT 4, on both test and store: refused, nothing stored, the
-earlier set untouched, and no value echoed back."""
+"""Every class of bad body (media type, size, strict JSON, shape), on both test and store:
+refused, nothing stored, the earlier set untouched, and no value echoed back."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Marked secrets and tokens never leave: not in a response, a log record, an admin page, a
-model's str() or repr(), nor any database table (CONTRACT 8, 9)."""
+model's str() or repr(), nor any database table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OAuth (CONTRACT 12) against a real provider stand-in on 127.0.0.1 (tests/oauth_server.py):
+"""OAuth against a real provider stand-in on 127.0.0.1 (tests/oauth_server.py):
 clients, connect and callback, refresh on use, the failure classes, `refresh_tokens`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The whole OAuth connect in a real browser (CONTRACT 12): headless Chromium, driven by
+"""The whole OAuth connect in a real browser: headless Chromium, driven by
 Selenium, from credvault's authorization link through the provider stand-in's consent page
 (tests/oauth_server.py) to credvault's callback page, served by gunicorn on the test database.
 The page's text is checked and a screenshot saved under var/screenshots/oauth/, where CI keeps

@@ -1,4 +1,4 @@
-"""An identifier in a path is normalized exactly like the body's (CONTRACT 3), whatever it
+"""An identifier in a path is normalized exactly like the body's, whatever it
 holds: a newline or CR/LF (percent-encoded) in `{service}` or `{name}` names the same service
 or agent as in a body, on every route that takes one."""
 

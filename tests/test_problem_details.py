@@ -1,4 +1,4 @@
-"""Client errors as problem details (CONTRACT 7): each 4xx status with its code, a 405 with its
+"""Client errors as problem details: each 4xx status with its code, a 405 with its
 Allow header, on known and unknown paths alike; never HTML. Rate limits, server errors and
 chunked bodies have their own modules."""
 

@@ -1,4 +1,4 @@
-"""Brokered access (CONTRACT 11): an agent calls its provider through credvault and never holds
+"""Brokered access: an agent calls its provider through credvault and never holds
 the secret. The provider is a real HTTP server on 127.0.0.1 (`provider_server`, the catalog's
 base URLs pointed at it by CREDVAULT_PROVIDER_BASE_URLS): each test sees the request exactly as
 the provider receives it, and what the agent gets back."""

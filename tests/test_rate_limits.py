@@ -1,4 +1,4 @@
-"""Rate limits per token (CONTRACT 7, 9): a 429 with Retry-After, one count for every account
+"""Rate limits per token: a 429 with Retry-After, one count for every account
 operation, shared between cache clients on Redis, and the test operation's tighter limit."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The OpenAPI document and the docs (CONTRACT 9): every operation, the input the server accepts
+"""The OpenAPI document and the docs: every operation, the input the server accepts
 with the limits it enforces, every status it can answer, names a client generator takes as
 they are, valid without warnings, and docs served from local assets only."""
 
@@ -430,7 +430,7 @@ class TestNamesForClientGenerators:
 
     def test_one_reason_enum(self, doc):
         schemas = doc["components"]["schemas"]
-        # ProblemCode aside: CONTRACT 12 names the 503 of a token URL that cannot be reached
+        # ProblemCode aside: the 503 of a token URL that cannot be reached is
         # `provider_unavailable`, a word the verification reasons use too.
         reasons = [
             node

@@ -1,4 +1,4 @@
-"""Server errors as problem details (CONTRACT 7): a 500 that names no cause and logs no exception
+"""Server errors as problem details: a 500 that names no cause and logs no exception
 message, inside the API and outside it, and a 503 when the database cannot be reached."""
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ class TestServerErrors:
 
 @pytest.mark.django_db
 def test_a_moved_ciphertext_is_a_500_whose_log_names_the_row(alice_api, caplog):
-    """CONTRACT 8: the error names the row (table, id, key id, account, service, keyName) in
-    the log, never a byte of the value; the answer names nothing."""
+    """A value that does not open: the error names the row (table, id, key id, account,
+    service, keyName) in the log, never a byte of the value; the answer names nothing."""
     from services.models import CredentialField
     from tests.test_agents import agent_token, put_agent, read
 

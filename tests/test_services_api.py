@@ -1,4 +1,4 @@
-"""The four operations of the account API (CONTRACT 5), list, store, remove and test: status,
+"""The four operations of the account API, list, store, remove and test: status,
 body and database effect."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class TestList:
         assert response.json() == []
 
     def test_lists_exactly_four_members_sorted_by_service(self, alice_api):
-        """The seed's three members, and CONTRACT 12's `status`."""
+        """The seed's three members, and OAuth's `status`."""
         for service in ("zeta", "alpha", "Mid Service"):
             assert alice_api.store(service, creds(api_key="v")).status_code == 201
         body = alice_api.list().json()

@@ -1,4 +1,4 @@
-"""Store is atomic (CONTRACT 5): a failure anywhere leaves the earlier set untouched, and
+"""Store is atomic: a failure anywhere leaves the earlier set untouched, and
 concurrent stores of one service leave exactly one submitted set, never a mix."""
 
 from __future__ import annotations

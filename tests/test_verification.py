@@ -1,4 +1,4 @@
-"""The test operation against a real provider on 127.0.0.1 (CONTRACT 5): what arrives at the
+"""The test operation against a real provider on 127.0.0.1: what arrives at the
 provider, how its answer is judged, and what the client refuses to do."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Agents (account API) and the agent credential read (agent API) (CONTRACT 10). Thin views:
+"""Agents (account API) and the agent credential read (agent API). Thin views:
 read input, call one function, render."""
 
 from __future__ import annotations

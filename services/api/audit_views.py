@@ -1,4 +1,4 @@
-"""The audit listing (CONTRACT 10): the account's events, newest first, with a cursor."""
+"""The audit listing: the account's events, newest first, with a cursor."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bearer authentication with account tokens (`cvt_`) and agent tokens (`cva_`) (CONTRACT 6, 10).
+"""Bearer authentication with account tokens (`cvt_`) and agent tokens (`cva_`).
 
 A token whose shape or checksum is wrong is refused before any query. A well-formed one is
 looked up by its SHA-256 digest: one indexed query joined to its account (and agent).

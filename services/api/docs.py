@@ -1,4 +1,4 @@
-"""The views that serve the OpenAPI document and the interactive docs (CONTRACT 9)."""
+"""The views that serve the OpenAPI document and the interactive docs."""
 
 from __future__ import annotations
 

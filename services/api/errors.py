@@ -1,4 +1,4 @@
-"""Every error as RFC 9457 problem details (CONTRACT 7), on every path.
+"""Every error as RFC 9457 problem details, on every path.
 
 `exception_handler` serves the REST framework views; `bad_request`, `permission_denied`,
 `page_not_found` and `server_error` are Django's handlers for everything else. The body is

@@ -1,4 +1,4 @@
-"""Liveness and readiness, without authentication (CONTRACT 9)."""
+"""Liveness and readiness, without authentication."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class RequestContextMiddleware:
 
 class HealthProbeMiddleware:
     """`/healthz` and `/readyz`, answered before any middleware reads the Host header: probes
-    send the pod's IP, which ALLOWED_HOSTS need not hold (CONTRACT 14). Every other path keeps
+    send the pod's IP, which ALLOWED_HOSTS need not hold. Every other path keeps
     Django's host check."""
 
     def __init__(self, get_response) -> None:

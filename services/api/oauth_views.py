@@ -1,5 +1,5 @@
 """OAuth clients, the connect endpoint (account API) and the callback page a person's browser
-lands on (CONTRACT 12). Thin views: read input, call one function, render."""
+lands on. Thin views: read input, call one function, render."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The strict reader of request bodies (CONTRACT 4): the credential input of test and store,
+"""The strict reader of request bodies: the credential input of test and store,
 an agent's grants, an agent-token request.
 
 Order of refusals: 413 by the declared length (before anything is read), 415 by the media type,

@@ -1,4 +1,4 @@
-"""The brokered call (CONTRACT 11): `{METHOD} /api/v1/agent/proxy/{service}/{path}` with an
+"""The brokered call: `{METHOD} /api/v1/agent/proxy/{service}/{path}` with an
 agent token. A thin view: the agent's request as it came (the path still percent-encoded, the
 query untouched, the headers, the body), one call to `services.broker.call.call`, and the provider's
 answer rendered as it is."""

@@ -113,7 +113,7 @@ class ListedServiceSerializer(ConnectedServiceSerializer):
     status = serializers.ChoiceField(
         choices=ServiceStatus.choices,
         help_text="`reauthorization_required` when the provider refused to refresh an OAuth "
-        "set: the person connects the service again (CONTRACT 12).",
+        "set: the person connects the service again.",
     )
 
 
@@ -330,7 +330,7 @@ class AuditPageSerializer(serializers.Serializer):
     )
 
 
-# --- OAuth (CONTRACT 12) -----------------------------------------------------------------------
+# --- OAuth -----------------------------------------------------------------------
 
 MAX_OAUTH_SCOPES = 50
 

@@ -1,5 +1,4 @@
-"""What gunicorn answers itself, before Django sees a request: problem details, never HTML
-(CONTRACT 7, 14).
+"""What gunicorn answers itself, before Django sees a request: problem details, never HTML.
 
 gunicorn refuses a request it cannot parse (a request line over its limit: 414; a header field
 or section over its limits: 431; a bad request line, header or chunk, or chunked with a

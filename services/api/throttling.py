@@ -65,7 +65,7 @@ class TestRateThrottle(TokenRateThrottle):
 
 
 class ProxyRateThrottle(TokenRateThrottle):
-    """Brokered calls, per agent token (CONTRACT 11)."""
+    """Brokered calls, per agent token."""
 
     scope = "proxy"
     setting = "CREDVAULT_PROXY_RATE_LIMIT"

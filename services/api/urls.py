@@ -5,7 +5,7 @@ from services.api import agent_views, audit_views, oauth_views, proxy_views, vie
 # Any text at all, control characters included, to the very end (`\Z`: `$` also matches
 # before a final newline). With `.*`, which stops at a newline, `line%0Abreak` was a 404,
 # though it names the `line-break` that a body's `line\nbreak` stores: the view normalizes
-# the path's text exactly as the body's (CONTRACT 3).
+# the path's text exactly as the body's.
 ANY_TEXT = r"[\s\S]*"
 
 # The resolver tries these in order: the paths every agent and client calls come first.

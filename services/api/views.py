@@ -1,4 +1,4 @@
-"""The account API's connected services (CONTRACT 5): thin views that read input, call one
+"""The account API's connected services: thin views that read input, call one
 function of `services.credentials`, and render the result. Errors are raised and rendered as
 problem details by `services.api.errors`."""
 

@@ -1,5 +1,5 @@
 """The WSGI wrapper around Django: every request body is read whole, within a deadline, and
-checked against its framing before Django sees the request (RFC 9112, CONTRACT 14).
+checked against its framing before Django sees the request (RFC 9112).
 
 - A body with a Content-Length up to its limit (64 KiB; a brokered call's
   CREDVAULT_PROXY_MAX_BODY, 1 MiB) is read to its end. If the client stops
@@ -41,7 +41,7 @@ from services.exceptions import (
 )
 from services.logs import escaped_path
 
-# The largest request body read (CONTRACT 4); the strict reader refuses a longer one with 413.
+# The largest request body read; the strict reader refuses a longer one with 413.
 MAX_BODY_BYTES = 64 * 1024
 _READ_SIZE = 16 * 1024
 
@@ -110,7 +110,7 @@ PROXY_PATH_PREFIX = "/api/v1/agent/proxy/"
 
 
 def body_limit(environ: dict[str, Any]) -> int:
-    """The most a request's body may hold: a brokered call's (CONTRACT 11), else the API's."""
+    """The most a request's body may hold: a brokered call's, else the API's."""
     if environ.get("PATH_INFO", "").startswith(PROXY_PATH_PREFIX):
         return int(settings.CREDVAULT_PROXY_MAX_BODY)
     return MAX_BODY_BYTES

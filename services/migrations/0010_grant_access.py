@@ -1,4 +1,4 @@
-"""Grants gain `access`, `methods` and `paths` (CONTRACT 11). New grants default to brokered
+"""Grants gain `access`, `methods` and `paths`. New grants default to brokered
 access (`proxy`); every grant that exists when this runs is given `read`, the access it had, so
 that no agent in service loses its plaintext read silently (README, "Moving grants to brokered
 access")."""
