@@ -10,14 +10,14 @@ MAX_DEFAULT_WORKERS = 8
 
 
 def default_workers() -> int:
-    """Two sync workers per core this process may run on, at most MAX_DEFAULT_WORKERS.
+    """Two workers per core this process may run on, at most MAX_DEFAULT_WORKERS.
 
-    Every request waits on the database at least twice (its token, its audit event). With one
-    sync worker per core, a core idles while its worker waits on PostgreSQL; a second worker
-    per core fills that time (docs/performance.md). gunicorn's documentation starts from
-    about twice the cores. The ceiling keeps a large host from opening more database
-    connections and memory (about 80 MB a worker) than a default should: set WEB_CONCURRENCY
-    there, and where a container's CPU quota is below the cores it sees.
+    Every request waits on the database at least twice (its token, its audit event); a second
+    worker per core keeps the core busy while the first waits on PostgreSQL
+    (docs/performance.md). gunicorn's documentation starts from about twice the cores. The
+    ceiling keeps a large host from opening more database connections and memory (about 80 MB
+    a worker) than a default should: set WEB_CONCURRENCY there, and where a container's CPU
+    quota is below the cores it sees.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(2 * (cores or 1), MAX_DEFAULT_WORKERS))
@@ -27,14 +27,14 @@ workers = int(os.environ.get("WEB_CONCURRENCY") or default_workers())
 # gevent workers: each request runs in a greenlet, so a client that holds its body open, or a
 # request waiting on a provider, waits without holding a worker; /healthz and the other
 # requests go on being answered (scripts/slow_clients.py, docs/performance.md "Slow
-# clients"). Sync workers were held by two slow bodies; gthread threads cost the reads a third
-# of their rate (the threads contend for the GIL). A greenlet runs until it waits on a socket,
-# so the reads cost what they cost under sync workers.
+# clients"). A greenlet runs until it waits on a socket, so a read costs what it would cost on
+# a worker of its own; threads (gthread) would contend for the GIL and cost the reads a third
+# of their rate.
 worker_class = "gevent"
 # Requests (and held client connections) a worker serves at once, waiting ones included.
 worker_connections = 256
-# One request per client connection, as under sync workers: a kept-alive connection stays with
-# the worker that accepted it, and gevent's workers accept greedily, so under keep-alive a few
+# One request per client connection: a kept-alive connection stays with the worker that
+# accepted it, and gevent's workers accept greedily, so under keep-alive a few
 # busy workers served most connections while others idled (p99 tens of times the median,
 # docs/performance.md). nginx opens a connection per request by default as well.
 keepalive = 0

@@ -237,8 +237,9 @@ LOGGING = {
         # credvault.access logs every request once; Django's own per-response warnings repeat it.
         "django.request": {"level": "ERROR"},
         "django.server": {"level": "ERROR"},
-        # credvault.audit: every audit event and checkpoint as one JSON line, at
-        # INFO through the root's handler, beside the access log; point it elsewhere here.
+        # credvault.audit (every audit event and checkpoint as one JSON line) has no entry: it
+        # reaches the root's handler at INFO, beside the access log. Add an entry for it here
+        # to send it elsewhere (a file, a SIEM's handler).
         # urllib3 logs request lines with their URLs at DEBUG; a URL can hold a key.
         "urllib3": {"level": "WARNING"},
     },

@@ -187,10 +187,10 @@ def run_check(
 ) -> Reason:
     """Send the check's one request and judge the answer within `timeout` seconds.
 
-    The exchange runs on its own thread so that nothing can hold the caller past the deadline,
-    not even a name lookup (which no socket timeout interrupts). At the deadline the watchdog
-    shuts the exchange's sockets down and the caller answers `provider_unavailable`.
-    Never raises for network trouble.
+    The outbound client bounds the whole exchange by the deadline, a name lookup included
+    (which no socket timeout interrupts): at the deadline its watchdog shuts the exchange's
+    socket down and the check answers `provider_unavailable`. Never raises for network
+    trouble.
     """
     destination = destination_for(provider, fields)
     if destination is None:
