@@ -24,7 +24,7 @@ from providers.catalog import (
     parse_catalog,
 )
 from providers.listing import render_table
-from providers.management.commands.render_provider_table import END, START
+from providers.management.commands.render_provider_table import END, PROVIDERS_DOC, START
 from services.masking import Secret
 from tests.support import marked
 
@@ -634,15 +634,15 @@ def test_a_credential_cannot_smuggle_a_path_into_the_url(provider_server):
     assert provider_server.requests[0].path == "/bot1:a%2F..%2F..%2Fadmin/getMe"
 
 
-# --- the README ------------------------------------------------------------------------------
+# --- docs/providers.md ----------------------------------------------------------------------
 
 
-def test_the_readme_provider_table_is_current():
-    readme = (Path(settings.BASE_DIR) / "README.md").read_text(encoding="utf-8")
-    assert START in readme
-    assert END in readme
-    section = readme.split(START, 1)[1].split(END, 1)[0]
+def test_the_provider_table_of_the_docs_is_current():
+    document = (Path(settings.BASE_DIR) / PROVIDERS_DOC).read_text(encoding="utf-8")
+    assert START in document
+    assert END in document
+    section = document.split(START, 1)[1].split(END, 1)[0]
     assert section == "\n" + render_table(), (
-        "README.md's provider table is stale: run "
+        f"{PROVIDERS_DOC}'s provider table is stale: run "
         "`.venv/bin/python manage.py render_provider_table --write`"
     )
