@@ -1,6 +1,6 @@
-"""The production files of `deploy/` and the README's "Production" section, checked as far as
-a machine can without deploying: the systemd unit, the nginx server block, the environment
-file the README writes, and every management command the section names."""
+"""The production files of `deploy/` and the "Production" section of docs/production.md,
+checked as far as a machine can without deploying: the systemd unit, the nginx server block,
+the environment file the section writes, and every management command the section names."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ DEPLOY = BASE_DIR / "deploy"
 UNIT = DEPLOY / "credvault.service"
 NGINX = DEPLOY / "nginx.conf"
 MANAGE = DEPLOY / "credvault-manage"
-README = BASE_DIR / "README.md"
+PRODUCTION_DOC = BASE_DIR / "docs" / "production.md"
 
-# What the README's environment file is written with (step 4), as a shell would expand it.
+# What the guide's environment file is written with (step 4), as a shell would expand it.
 SHELL_VARIABLES = {
     "HOST": "vault.example.com",
     "DB_PASSWORD": secrets.token_urlsafe(32),
@@ -33,7 +33,7 @@ SHELL_VARIABLES = {
     "ENCRYPTION_KEY": "k20261123-a1b2c3:" + "QUFB" * 10 + "QUE=",  # 32 bytes of "A"
     "AUDIT_KEY": "k20261123-d4e5f6:" + "QkJC" * 10 + "QkI=",  # 32 bytes of "B"
 }
-# Every setting production needs, in the file systemd reads (README, "Production").
+# Every setting production needs, in the file systemd reads (docs/production.md, step 4).
 PRODUCTION_SETTINGS = {
     "DJANGO_SETTINGS_MODULE",
     "CREDVAULT_ENV_FILE",
@@ -49,16 +49,16 @@ PRODUCTION_SETTINGS = {
     "CREDVAULT_BIND",
     "WEB_CONCURRENCY",
 }
-# The programs that run a management command, as the README spells them.
+# The programs that run a management command, as the documents spell them.
 COMMAND_RUNNERS = r"(?:manage\.py|django-admin|credvault-manage|-m django)"
 
 
-# --- reading the README ---------------------------------------------------------------------
+# --- reading the production guide -----------------------------------------------------------
 
 
 def production_section(markdown: str) -> str:
     match = re.search(r"^## Production\n(.*?)(?=^## )", markdown, re.MULTILINE | re.DOTALL)
-    assert match, "the README has no '## Production' section followed by another section"
+    assert match, "docs/production.md has no '## Production' section followed by another section"
     return match.group(1)
 
 
@@ -110,7 +110,7 @@ def environment_file(markdown: str) -> tuple[str, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def production() -> str:
-    return production_section(README.read_text(encoding="utf-8"))
+    return production_section(PRODUCTION_DOC.read_text(encoding="utf-8"))
 
 
 # --- the systemd unit -----------------------------------------------------------------------
@@ -138,7 +138,7 @@ def test_the_unit_runs_gunicorn_with_the_checkouts_config_and_the_environment_fi
     env_path, _ = environment_file(production)
     assert service["EnvironmentFile"] == env_path
     assert service["User"] == "credvault"
-    # The README installs the code, the venv and the unit where the unit expects them.
+    # The guide installs the code, the venv and the unit where the unit expects them.
     assert config in production
     assert f"python3 -m venv {exec_start[0].removesuffix('/bin/gunicorn')}\n" in production
     assert unit["Install"]["WantedBy"] == "multi-user.target"
@@ -194,10 +194,10 @@ def test_systemd_analyze_verifies_the_unit(tmp_path):
     assert any("ProtectSystm" in line for line in systemd_problems(broken, tmp_path))
 
 
-# --- the environment file and the management commands of the README ---------------------------
+# --- the environment file and the management commands of the guide ----------------------------
 
 
-def test_the_readmes_environment_file_passes_the_deploy_check(production):
+def test_the_guides_environment_file_passes_the_deploy_check(production):
     path, settings = environment_file(production)
     assert path == "/etc/credvault/credvault.env"
     missing = PRODUCTION_SETTINGS - settings.keys()
@@ -233,7 +233,7 @@ def test_every_management_command_of_the_production_section_exists(production):
     assert not unknown, f"commands that do not exist: {unknown}"
 
 
-def test_an_unknown_command_in_the_readme_would_be_found():
+def test_an_unknown_command_in_a_document_would_be_found():
     markdown = (
         "```sh\ncredvault-manage migrate --no-input\n"
         "TOKEN=$(credvault-manage issue_tokens acme)\n"
@@ -292,7 +292,7 @@ def test_nginx_buffers_whole_requests_and_answers_in_memory(production):
     for timeout in ("client_body_timeout", "client_header_timeout", "proxy_read_timeout"):
         assert timeout in directives
     assert "X-Forwarded-Proto $scheme" in directives["proxy_set_header"]
-    # nginx passes requests to where the README's environment file makes gunicorn listen.
+    # nginx passes requests to where the guide's environment file makes gunicorn listen.
     _, settings = environment_file(production)
     assert f"127.0.0.1:{settings['CREDVAULT_BIND'].rsplit(':', 1)[1]}" in " ".join(
         directives["server"]

@@ -1,4 +1,4 @@
-"""What the README and `.env.example` promise about the API and the server, held to what the
+"""What docs/api.md and `.env.example` promise about the API and the server, held to what the
 server does: the list's members, the OpenAPI tags, the worker class."""
 
 from __future__ import annotations
@@ -12,30 +12,30 @@ from django.test import Client
 from scripts.harness import BASE_DIR
 from tests.support import creds
 
-README = (BASE_DIR / "README.md").read_text(encoding="utf-8")
+API_DOC = (BASE_DIR / "docs" / "api.md").read_text(encoding="utf-8")
 
 
 def documented_members(operation: str) -> set[str]:
-    """The members of `[{a, b, ...}]` in the README's table row of `operation`."""
-    row = next(line for line in README.splitlines() if line.startswith(f"| `{operation}` |"))
+    """The members of `[{a, b, ...}]` in docs/api.md's table row of `operation`."""
+    row = next(line for line in API_DOC.splitlines() if line.startswith(f"| `{operation}` |"))
     members = re.search(r"`\[\{([^}]*)\}\]`", row)
     assert members, row
     return {member.strip() for member in members.group(1).split(",")}
 
 
 @pytest.mark.django_db
-def test_the_service_list_has_the_members_the_readme_names(alice_api):
+def test_the_service_list_has_the_members_the_docs_name(alice_api):
     assert alice_api.store("custom", creds(api_key="v")).status_code == 201
     [entry] = alice_api.list().json()
     assert documented_members("GET /api/v1/services") == set(entry)
 
 
-def test_the_readme_names_every_openapi_tag():
+def test_the_docs_name_every_openapi_tag():
     schema = json.loads(Client().get("/api/v1/schema", {"format": "json"}).content)
     served = {
         tag for path in schema["paths"].values() for op in path.values() for tag in op["tags"]
     }
-    listed = re.search(r"operations are tagged by resource\s*\(([^)]*)\)", README)
+    listed = re.search(r"operations are tagged by resource\s*\(([^)]*)\)", API_DOC)
     assert listed
     assert set(re.findall(r"`([a-z-]+)`", listed.group(1))) == served
 

@@ -1,11 +1,16 @@
-"""The README's curl lines, run in order with the real curl against a live server, as a
-newcomer pastes them: from "Walk-through with curl" to the security model, each answers a 2xx
-status unless its line ends with a comment naming the status it documents (`# 403`). The agent
-token is the one the README's own `POST .../tokens` issued, so a walk that kills its agent
-before using it fails here.
+"""The curl lines of the README and of the documents it leads on to, run in order with the real
+curl against a live server, as a newcomer pastes them: the README (its five steps to an agent
+calling GitHub, then one curl per operation), then docs/api.md, docs/agents.md and
+docs/oauth.md. Each answers a 2xx status unless its line ends with a comment naming the status
+it documents (`# 403`).
+
+A token is the one the walk's own `POST .../tokens` issued, given to the shell variable that
+the next `export NAME=cva_...` line names, as a reader does. The README's agent, report-bot,
+goes on through docs/agents.md with a token issued there, so a walk that kills it before its
+last brokered call fails here.
 
 The catalog's providers all point at a stand-in of GitHub on 127.0.0.1 that accepts the
-README's `ghp_example` (scripts/harness.py); no real provider is called."""
+walk's `ghp_example` (scripts/harness.py); no real provider is called."""
 
 from __future__ import annotations
 
@@ -13,8 +18,10 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 
 import pytest
+from django.test import Client
 
 from scripts.harness import (
     BASE_DIR,
@@ -25,35 +32,134 @@ from scripts.harness import (
     server_env,
 )
 
-pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-
 README = BASE_DIR / "README.md"
-FIRST, LAST = "## Walk-through with curl", "## Security model"
+# The reading order: the README first, then the documents whose curl lines go on from it.
+WALK = [README, *(BASE_DIR / "docs" / name for name in ("api.md", "agents.md", "oauth.md"))]
+# The README's list of every operation, each once.
+OPERATIONS_SECTION = "## The API, one curl per operation"
 DOCUMENTED_URL = "http://127.0.0.1:8000"
 STATUS_COMMENT = re.compile(r"\s+#\s*([1-5][0-9][0-9])\s*$")
+EXPORT = re.compile(r"^export (\w+)=cva_\.\.\.")
+ISSUE = re.compile(r"-X POST \S+/tokens(\s|$)")
 
 
-def walk_commands(text: str) -> list[tuple[str, int | None]]:
-    """Each curl command of the walk's shell blocks, continuation lines joined, with the status
-    its closing comment documents (None: any 2xx)."""
-    part = text[text.index(FIRST) : text.index(LAST)]
-    commands = []
-    for block in re.findall(r"```sh\n(.*?)```", part, re.S):
-        for command in re.sub(r"\\\n\s*", " ", block).splitlines():
-            if not command.startswith("curl "):
-                continue
-            documented = STATUS_COMMENT.search(command)
+@dataclass(frozen=True)
+class Step:
+    document: str
+    command: str  # a curl line, or the variable an `export NAME=cva_...` line names
+    documented: int | None = None  # the status its closing comment names; None: any 2xx
+    export: bool = False
+
+
+def shell_lines(markdown: str) -> list[str]:
+    """Each line of the sh blocks, continuation lines joined."""
+    return [
+        line
+        for block in re.findall(r"```sh\n(.*?)```", markdown, re.S)
+        for line in re.sub(r" *\\\n\s*", " ", block).splitlines()
+    ]
+
+
+def walk_steps(markdown: str, document: str = "README.md") -> list[Step]:
+    steps = []
+    for line in shell_lines(markdown):
+        if exported := EXPORT.match(line):
+            steps.append(Step(document, exported.group(1), export=True))
+        elif line.startswith("curl "):
+            documented = STATUS_COMMENT.search(line)
             if documented:
-                command = command[: documented.start()]
-            commands.append((command, int(documented.group(1)) if documented else None))
-    return commands
+                steps.append(Step(document, line[: documented.start()], int(documented.group(1))))
+            else:
+                steps.append(Step(document, line))
+    return steps
+
+
+def the_walk() -> list[Step]:
+    return [
+        step
+        for path in WALK
+        for step in walk_steps(path.read_text(encoding="utf-8"), path.relative_to(BASE_DIR).name)
+    ]
+
+
+def curls(steps: list[Step]) -> list[Step]:
+    return [step for step in steps if not step.export]
 
 
 def test_the_walk_is_read_whole():
-    commands = walk_commands(README.read_text(encoding="utf-8"))
-    assert len(commands) >= 25
-    assert sum(1 for _, status in commands if status is not None) >= 5
-    assert any("/api/v1/agent/proxy/github/user" in command for command, _ in commands)
+    steps = the_walk()
+    for path in WALK:
+        assert curls([s for s in steps if s.document == path.name]), f"no curl line in {path}"
+    assert len(curls(steps)) >= 50
+    assert sum(1 for step in steps if step.documented is not None) >= 6
+    readme = [step.command for step in steps if step.document == "README.md"]
+    assert any("/api/v1/agent/proxy/github/user" in command for command in readme)
+    assert {"AGENT_TOKEN", "CI_TOKEN"} <= {step.command for step in steps if step.export}
+
+
+def test_a_walk_is_read_from_continued_lines_exports_and_comments():
+    markdown = (
+        "```sh\nexport TOKEN=cvt_...   # the token printed by make run\n"
+        'curl -s -X POST http://h/api/v1/agents/a/tokens \\\n  -H "A: b"\n'
+        "export AGENT_TOKEN=cva_...   # the token above\n"
+        "curl -s http://h/api/v1/agent/credentials/github   # 403\n```\n"
+        "```json\ncurl -s http://h/not-a-shell-block\n```\n"
+    )
+    assert walk_steps(markdown) == [
+        Step("README.md", 'curl -s -X POST http://h/api/v1/agents/a/tokens -H "A: b"'),
+        Step("README.md", "AGENT_TOKEN", export=True),
+        Step("README.md", "curl -s http://h/api/v1/agent/credentials/github", 403),
+    ]
+
+
+# --- the README's list of operations ----------------------------------------------------------
+
+
+def operation_of(command: str, operations: dict[tuple[str, str], re.Pattern]) -> tuple[str, str]:
+    """The (METHOD, path template) of the served document that a curl line calls."""
+    method = re.search(r"-X ([A-Z]+)", command)
+    url = re.search(re.escape(DOCUMENTED_URL) + r"""([^\s"'?]*)""", command)
+    assert url, command
+    found = [
+        operation
+        for operation, pattern in operations.items()
+        if operation[0] == (method.group(1) if method else "GET")
+        and pattern.fullmatch(url.group(1))
+    ]
+    assert len(found) == 1, (command, found)
+    return found[0]
+
+
+def served_operations() -> dict[tuple[str, str], tuple[re.Pattern, str]]:
+    """Each operation of the served OpenAPI document: its (METHOD, path template), a pattern
+    matching its paths, and the kind of token it takes."""
+    schema = json.loads(Client().get("/api/v1/schema", {"format": "json"}).content)
+    served = {}
+    for template, operations in schema["paths"].items():
+        pattern = re.escape(template).replace(r"\{path\}", r"[^\s]*")
+        pattern = re.compile(re.sub(r"\\\{\w+\\\}", r"[^/\\s]+", pattern))
+        for method, operation in operations.items():
+            [scheme] = operation["security"][0]
+            served[(method.upper(), template)] = (pattern, scheme)
+    return served
+
+
+def test_the_readme_lists_each_account_operation_once():
+    served = served_operations()
+    patterns = {operation: pattern for operation, (pattern, _) in served.items()}
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index(OPERATIONS_SECTION) :].split("\n## ", 1)[0]
+    called = [operation_of(step.command, patterns) for step in curls(walk_steps(section))]
+    account = {operation for operation, (_, scheme) in served.items() if scheme == "accountToken"}
+    agent = {operation for operation, (_, scheme) in served.items() if scheme == "agentToken"}
+    # Every operation of the account API, each once, and nothing else.
+    assert len(called) == len(set(called))
+    assert account == set(called) - agent
+    # The agent's own operations too: the read, and the proxy with any of its methods.
+    assert {template for _, template in agent} == {template for _, template in set(called) & agent}
+
+
+# --- the walk, against a live server -----------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +175,18 @@ def server(tmp_path_factory):
             yield live.url, token
 
 
-def test_every_curl_line_answers_what_the_readme_says(server):
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_every_curl_line_answers_what_the_documents_say(server):
     url, token = server
-    variables = {"TOKEN": token, "AGENT_TOKEN": ""}
+    variables = {"TOKEN": token}
+    issued = None  # the token the latest POST .../tokens answered with
     answers = []
-    for command, documented in walk_commands(README.read_text(encoding="utf-8")):
-        run = command.replace(DOCUMENTED_URL, url) + " -w '\\n%{http_code}'"
+    for step in the_walk():
+        if step.export:
+            assert issued, f"{step.document}: {step.command} is exported before any token"
+            variables[step.command] = issued
+            continue
+        run = step.command.replace(DOCUMENTED_URL, url) + " -w '\\n%{http_code}'"
         result = subprocess.run(
             ["bash", "-c", run],
             env={"PATH": "/usr/bin:/bin", **variables},
@@ -85,15 +197,17 @@ def test_every_curl_line_answers_what_the_readme_says(server):
         )
         body, _, code = result.stdout.rpartition("\n")
         status = int(code)
-        answers.append((command, status))
-        if documented is None:
-            assert 200 <= status < 300, (command, status, body[-500:])
+        answers.append((step.command, status))
+        where = (step.document, step.command, status, body[-500:])
+        if step.documented is None:
+            assert 200 <= status < 300, where
         else:
-            assert status == documented, (command, status, body[-500:])
-        if command.startswith("curl -s -X POST") and command.split()[4].endswith("/tokens"):
-            variables["AGENT_TOKEN"] = json.loads(body)["token"]
+            assert status == step.documented, where
+        if ISSUE.search(step.command):
+            issued = json.loads(body)["token"]
     # The agent's brokered calls reached the stand-in with the stored key (it answers 200 to
-    # no other) before its access was taken away.
+    # no other), in the README and through docs/agents.md, before its access was taken away.
     brokered = [status for command, status in answers if "/agent/proxy/github/user" in command]
-    assert brokered[:3] == [200, 200, 200]
+    assert len(brokered) >= 7
+    assert brokered[:-2] == [200] * (len(brokered) - 2)
     assert brokered[-2:] == [403, 401]

@@ -111,9 +111,9 @@ class TestSystemChecks:
         assert result.stdout.split() == ["https://ghe.example.com/api/v3", "https://gitlab.com"]
 
 
-def test_each_check_id_names_one_check_and_the_readme_lists_it():
+def test_each_check_id_names_one_check_and_the_docs_list_it():
     """An id stands in one place of the code (a loop over like settings counts once), and the
-    README's table of ids has each, and no other."""
+    table of ids in docs/production.md ("Configuration") has each, and no other."""
     import re
 
     from scripts.harness import BASE_DIR
@@ -129,6 +129,6 @@ def test_each_check_id_names_one_check_and_the_readme_lists_it():
         for found in re.findall(r'id="(credvault\.[EW]\d{3})"', path.read_text(encoding="utf-8"))
     ]
     assert len(ids) == len(set(ids)), sorted(ids)
-    readme = (BASE_DIR / "README.md").read_text(encoding="utf-8")
-    listed = re.findall(r"^\| `(credvault\.[EW]\d{3})` \|", readme, re.M)
+    document = (BASE_DIR / "docs" / "production.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `(credvault\.[EW]\d{3})` \|", document, re.M)
     assert sorted(listed) == sorted(ids)
