@@ -99,7 +99,7 @@ class Client:
 
 
 @dataclass(frozen=True)
-class Tokens:
+class TokenAnswer:
     """A token URL's answer: the access token, and what came with it."""
 
     access_token: str
@@ -113,7 +113,7 @@ class Tokens:
     api_host: str | None = None
 
     def __repr__(self) -> str:
-        return f"Tokens(expires_in={self.expires_in!r}, scope={self.scope!r})"
+        return f"TokenAnswer(expires_in={self.expires_in!r}, scope={self.scope!r})"
 
 
 def parse_oauth_urls(raw: str) -> dict[str, dict[str, str]]:
@@ -201,7 +201,7 @@ def authorize_url(
 
 def exchange_code(
     provider: Provider, *, client: Client, code: str, verifier: str, redirect_uri: str
-) -> Tokens:
+) -> TokenAnswer:
     """The authorization code exchanged for a set; the PKCE verifier goes with it only to a
     provider that takes PKCE (it was sent the challenge). Raises a TokenError."""
     oauth: OAuth = provider.oauth  # type: ignore[assignment]
@@ -212,7 +212,7 @@ def exchange_code(
     return _token_request(provider, client, form, url=where.token_url, where=where)
 
 
-def refresh(provider: Provider, *, client: Client, refresh_token: str) -> Tokens:
+def refresh(provider: Provider, *, client: Client, refresh_token: str) -> TokenAnswer:
     """A new access token for the refresh token, asked at the provider's refresh URL (its
     token URL unless it has one of its own). Raises a TokenError."""
     where = endpoints(provider)
@@ -222,7 +222,7 @@ def refresh(provider: Provider, *, client: Client, refresh_token: str) -> Tokens
 
 def _token_request(
     provider: Provider, client: Client, form: dict[str, str], *, url: str, where: Endpoints
-) -> Tokens:
+) -> TokenAnswer:
     oauth: OAuth = provider.oauth  # type: ignore[assignment]
     parts = urlsplit(url)
     destination = outbound.Destination.from_base_url(
@@ -255,7 +255,7 @@ def _token_request(
     error = document.get("error")
     error = error if isinstance(error, str) and error.isascii() and len(error) <= 64 else ""
     if answer.status == 200 and not error:
-        return _tokens(
+        return _token_answer(
             document, api_host_field=provider.api_host.field if provider.api_host else ""
         )
     if error in CLIENT_ERRORS:
@@ -280,7 +280,7 @@ def _document(answer: outbound.Answer) -> Mapping[str, object]:
     return document if isinstance(document, dict) else {}
 
 
-def _tokens(document: Mapping[str, object], *, api_host_field: str) -> Tokens:
+def _token_answer(document: Mapping[str, object], *, api_host_field: str) -> TokenAnswer:
     access_token = document.get("access_token")
     if not isinstance(access_token, str) or not access_token:
         raise Unavailable()
@@ -293,7 +293,7 @@ def _tokens(document: Mapping[str, object], *, api_host_field: str) -> Tokens:
     scope = document.get("scope")
     token_type = document.get("token_type")
     api_host = document.get(api_host_field) if api_host_field else None
-    return Tokens(
+    return TokenAnswer(
         access_token=access_token,
         refresh_token=refresh_token if isinstance(refresh_token, str) and refresh_token else None,
         expires_in=expires,

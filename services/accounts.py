@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
-from services import audit, tokens
+from services import audit, bearer_tokens
 from services.audit import Actor, Operation
 from services.models import Account, AgentToken, ApiToken, BearerToken
 from services.storage.transactions import account_transaction
@@ -75,7 +75,7 @@ def expires_at(expires_in: timedelta | None) -> datetime | None:
 def create_token(model: type[BearerToken], kind: str, **fields: object) -> IssuedToken:
     """Draw a token of `kind` and store its digest and prefix in a new `model` row."""
     for _ in range(3):
-        new = tokens.generate(kind)
+        new = bearer_tokens.generate(kind)
         try:
             with transaction.atomic():
                 token = model.objects.create(prefix=new.prefix, digest=new.digest, **fields)
@@ -105,7 +105,7 @@ def issue_token(
     with account_transaction(account.pk):
         issued = create_token(
             ApiToken,
-            tokens.ACCOUNT_KIND,
+            bearer_tokens.ACCOUNT_KIND,
             account=account,
             name=name,
             expires_at=expires_at(expires_in),
@@ -117,14 +117,14 @@ def issue_token(
 def _find_token(given: str) -> BearerToken:
     """The token of this display prefix, or of this whole token (by its digest). An error
     names the display prefix only, never more of what was given."""
-    model = AgentToken if given.startswith(f"{tokens.AGENT_KIND}_") else ApiToken
-    if tokens.is_well_formed(given, given.partition("_")[0]):
-        found = model.objects.filter(digest=tokens.digest(given))
+    model = AgentToken if given.startswith(f"{bearer_tokens.AGENT_KIND}_") else ApiToken
+    if bearer_tokens.is_well_formed(given, given.partition("_")[0]):
+        found = model.objects.filter(digest=bearer_tokens.digest(given))
     else:
         found = model.objects.filter(prefix=given)
     token = found.select_related("account").first()
     if token is None:
-        shown = tokens.display_prefix(given)[: tokens.PREFIX_LENGTH]
+        shown = bearer_tokens.display_prefix(given)[: bearer_tokens.PREFIX_LENGTH]
         raise AccountError(f"no token with prefix {shown!r}")
     return token
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError
 from django.utils import timezone
 
-from services import audit, tokens
+from services import audit, bearer_tokens
 from services.access import granted_set, usable_set
 from services.accounts import IssuedToken, create_token, expires_at
 from services.audit import Actor, Operation
@@ -155,7 +155,7 @@ def issue_agent_token(
         agent = _agent(actor, name)
         issued = create_token(
             AgentToken,
-            tokens.AGENT_KIND,
+            bearer_tokens.AGENT_KIND,
             account_id=actor.account_id,
             agent=agent,
             agent_name=agent.name,

@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from services import tokens
+from services import bearer_tokens
 from services.accounts import (
     create_account,
     expire_token,
@@ -165,7 +165,7 @@ def test_moments_are_shown_to_the_second_in_utc(staff, alice_api):
     moment = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
     shown = "2026-03-04 05:06:07\u00a0UTC"
     assert utc(moment) == shown
-    token = ApiToken.objects.get(digest=tokens.digest(alice_api.token))
+    token = ApiToken.objects.get(digest=bearer_tokens.digest(alice_api.token))
     ApiToken.objects.filter(pk=token.pk).update(
         created_at=moment, last_used_at=moment + timedelta(seconds=1)
     )

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from services import tokens
+from services import bearer_tokens
 from services.models import AgentToken, AuditEvent
 from tests.support import assert_problem
 from tests.test_agents import agent_token, put_agent, read
@@ -45,7 +45,7 @@ def test_the_list_shows_prefixes_and_dates_never_a_token(alice_api, two_tokens):
     text = response.content.decode()
     for token in two_tokens:
         assert token not in text
-        assert tokens.digest(token) not in text
+        assert bearer_tokens.digest(token) not in text
     event = AuditEvent.objects.order_by("-seq").first()
     assert (event.action, event.status, event.target) == ("agents.list_tokens", 200, "bot")
 

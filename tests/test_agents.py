@@ -12,7 +12,7 @@ from django.db import OperationalError, connection
 from django.test import Client
 from django.utils import timezone
 
-from services import audit, tokens
+from services import audit, bearer_tokens
 from services.models import Agent, AgentToken, AuditEvent, Grant
 from tests.support import Api, assert_problem, audit_record_queries, creds, marked
 
@@ -127,12 +127,12 @@ class TestAgentTokens:
         body = response.json()
         assert set(body) == {"token", "prefix", "expiresAt"}
         assert AGENT_TOKEN.fullmatch(body["token"])
-        assert tokens.is_well_formed(body["token"], tokens.AGENT_KIND)
+        assert bearer_tokens.is_well_formed(body["token"], bearer_tokens.AGENT_KIND)
         assert body["prefix"] == body["token"][:12]
         assert body["expiresAt"] is None
         row = AgentToken.objects.values().get()
         assert body["token"] not in str(row)
-        assert row["digest"] == tokens.digest(body["token"])
+        assert row["digest"] == bearer_tokens.digest(body["token"])
 
     def test_expiry_in_days(self, alice_api):
         put_agent(alice_api, "bot", [])
@@ -288,7 +288,7 @@ class TestScopes:
         assert response["WWW-Authenticate"] == SCOPE
 
     def test_an_unknown_agent_token_on_the_account_api_is_invalid(self, db):
-        fake = tokens.generate(tokens.AGENT_KIND).plaintext
+        fake = bearer_tokens.generate(bearer_tokens.AGENT_KIND).plaintext
         assert_problem(Api(Client(), fake).list(), 401, "invalid_token")
 
 

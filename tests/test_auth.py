@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from services import tokens
+from services import bearer_tokens
 from services.accounts import issue_token
 from services.models import AgentToken, ApiToken
 from tests.support import Api, assert_problem, audit_record_queries
@@ -21,41 +21,41 @@ INVALID = 'Bearer realm="credvault", error="invalid_token"'
 
 class TestTokenFormat:
     def test_generated_tokens_have_the_documented_shape(self):
-        new = tokens.generate()
+        new = bearer_tokens.generate()
         assert TOKEN_SHAPE.fullmatch(new.plaintext)
         assert new.prefix == new.plaintext[:12]
         assert new.digest == hashlib.sha256(new.plaintext.encode()).hexdigest()
-        assert tokens.is_well_formed(new.plaintext)
+        assert bearer_tokens.is_well_formed(new.plaintext)
 
     def test_checksum_is_crc32_of_the_random_part_in_base62(self):
-        new = tokens.generate()
+        new = bearer_tokens.generate()
         random_part, check = new.plaintext[4:44], new.plaintext[44:]
-        assert check == tokens.checksum(random_part)
+        assert check == bearer_tokens.checksum(random_part)
         import zlib
 
         value = 0
         for char in check:
-            value = value * 62 + tokens.BASE62.index(char)
+            value = value * 62 + bearer_tokens.BASE62.index(char)
         assert value == zlib.crc32(random_part.encode())
 
     def test_every_single_character_change_is_caught(self):
-        token = tokens.generate().plaintext
+        token = bearer_tokens.generate().plaintext
         for position in range(4, len(token)):
             for replacement in "0aZ":
                 if token[position] == replacement:
                     continue
                 changed = token[:position] + replacement + token[position + 1 :]
-                assert not tokens.is_well_formed(changed), position
+                assert not bearer_tokens.is_well_formed(changed), position
 
     @pytest.mark.parametrize(
         "bad",
         ["", "cvt_", "cvt_short", "xyz_" + "a" * 46, "cvt_" + "a" * 47, "cvt_" + "!" * 46],
     )
     def test_malformed_tokens_are_not_well_formed(self, bad):
-        assert not tokens.is_well_formed(bad)
+        assert not bearer_tokens.is_well_formed(bad)
 
     def test_repr_of_a_new_token_shows_the_prefix_only(self):
-        new = tokens.generate()
+        new = bearer_tokens.generate()
         assert new.plaintext not in repr(new)
 
 
@@ -94,7 +94,7 @@ class TestAuthentication:
 
     def test_every_invalid_token_gets_the_same_answer(self, alice, alice_account_and_token):
         _, good = alice_account_and_token
-        unknown = tokens.generate().plaintext
+        unknown = bearer_tokens.generate().plaintext
         revoked = issue_token(account=alice)
         revoked.token.revoked_at = timezone.now()
         revoked.token.save()
@@ -182,11 +182,13 @@ class TestTokenLookup:
         from services.api.authentication import find_token
 
         for model, plaintext in tokens_of_both_kinds:
-            model.objects.filter(digest=tokens.digest(plaintext)).update(
+            model.objects.filter(digest=bearer_tokens.digest(plaintext)).update(
                 last_used_at=timezone.now() - timedelta(hours=1),
                 expires_at=timezone.now() + timedelta(days=3),
             )
-            stored = model.objects.select_related("account").get(digest=tokens.digest(plaintext))
+            stored = model.objects.select_related("account").get(
+                digest=bearer_tokens.digest(plaintext)
+            )
             with django_assert_num_queries(1):
                 token = find_token(plaintext)
             assert token.kind == ("agent" if model is AgentToken else "account")
@@ -217,5 +219,5 @@ class TestTokenLookup:
             with pytest.raises(dataclasses.FrozenInstanceError):
                 principal.account_id = 0
             assert plaintext not in repr(principal)
-            assert tokens.digest(plaintext) not in repr(principal)
+            assert bearer_tokens.digest(plaintext) not in repr(principal)
             assert principal.account_name == "lookup"

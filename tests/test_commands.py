@@ -158,9 +158,9 @@ class TestAccountsAndTokens:
         assert alice_api.list().status_code == 401
 
     def test_a_whole_token_is_never_echoed(self, db):
-        from services import tokens
+        from services import bearer_tokens
 
-        unknown = tokens.generate().plaintext
+        unknown = bearer_tokens.generate().plaintext
         mistyped = unknown[:-1] + ("a" if unknown[-1] != "a" else "b")
         for given in (unknown, mistyped):
             with pytest.raises(CommandError) as refused:

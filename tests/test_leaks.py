@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 
-from services import tokens
+from services import bearer_tokens
 from services.credentials import credential_set
 from services.masking import Secret
 from services.models import (
@@ -184,7 +184,7 @@ def test_admin_can_revoke_a_token(alice_api):
     staff = User.objects.create_superuser("staff", "staff@example.com", "pw")
     client = Client()
     client.force_login(staff)
-    token = ApiToken.objects.get(digest=tokens.digest(alice_api.token))
+    token = ApiToken.objects.get(digest=bearer_tokens.digest(alice_api.token))
     response = client.post(
         "/admin/services/apitoken/",
         {"action": "revoke", "_selected_action": [token.pk]},

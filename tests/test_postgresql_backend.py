@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 from psycopg import pq
 
-from services import tokens
+from services import bearer_tokens
 from services.models import Account, ApiToken, ConnectedService
 from services.storage import queries
 from services.storage.backends.postgresql.base import UTCTimestamptzLoader
@@ -38,7 +38,7 @@ def test_a_statement_run_five_times_is_prepared(alice_account_and_token):
     """Django turns psycopg's prepared statements off unless OPTIONS names a threshold."""
     _, raw = alice_account_and_token
     for _ in range(6):
-        assert queries.find_token(kind=queries.ACCOUNT_TOKEN, digest=tokens.digest(raw))
+        assert queries.find_token(kind=queries.ACCOUNT_TOKEN, digest=bearer_tokens.digest(raw))
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
         prepared = [text for (text,) in cursor.fetchall()]

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from providers.identifiers import SERVICE_PATTERN, InvalidIdentifier, normalize_service
-from services import tokens
+from services import bearer_tokens
 from services.api.parsing import loads_strict, parse_credential_input
 from services.crypto import DecryptionError, KeyRing, Place
 from services.exceptions import MalformedJSON, ProblemError
@@ -121,22 +121,22 @@ def test_the_api_never_answers_500_to_any_body(alice_api: Api, settings, raw):
 
 
 @FAST
-@given(st.integers(0, 45), st.sampled_from(tokens.BASE62), st.sampled_from(["cvt", "cva"]))
+@given(st.integers(0, 45), st.sampled_from(bearer_tokens.BASE62), st.sampled_from(["cvt", "cva"]))
 def test_every_single_character_change_is_caught(position, replacement, kind):
-    token = tokens.generate(kind).plaintext
+    token = bearer_tokens.generate(kind).plaintext
     index = len(kind) + 1 + position
     assume(token[index] != replacement)
     changed = token[:index] + replacement + token[index + 1 :]
-    assert not tokens.is_well_formed(changed, kind)
+    assert not bearer_tokens.is_well_formed(changed, kind)
 
 
 @FAST
 @given(st.text(max_size=60))
 def test_random_text_is_almost_never_a_well_formed_token(text):
-    if tokens.is_well_formed(text):
+    if bearer_tokens.is_well_formed(text):
         # Only a text of the exact shape with a matching checksum passes.
         assert text.startswith("cvt_")
-        assert text[-6:] == tokens.checksum(text[4:44])
+        assert text[-6:] == bearer_tokens.checksum(text[4:44])
 
 
 # --- sealing -------------------------------------------------------------------------------

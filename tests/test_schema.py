@@ -19,9 +19,9 @@ from providers.verification import Reason
 from services import credentials
 from services.api import serializers
 from services.api.wsgi import MAX_BODY_BYTES
+from services.bearer_tokens import MAX_LIFETIME_DAYS
 from services.exceptions import FieldErrorCode, field_error, problem_code_choices
 from services.models import AuditAction
-from services.tokens import MAX_LIFETIME_DAYS
 from tests.support import assert_problem, creds
 
 OPERATIONS = {"get", "put", "post", "delete", "patch"}

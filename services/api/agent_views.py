@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services import agents, credentials
 from services.api.authentication import AgentTokenAuthentication
-from services.api.base import AuditedAPIView
+from services.api.base import AccountAPIView, AuditedAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import parse_grants, parse_token_request, read_json_body
 from services.api.schema import AGENT_EXAMPLES, TOKEN_EXAMPLES, path_identifier, problems
@@ -23,7 +23,6 @@ from services.api.serializers import (
     AgentTokenInputSerializer,
     AgentTokenSerializer,
 )
-from services.api.views import AccountAPIView
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
 from services.grants import GrantSpec

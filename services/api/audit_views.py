@@ -8,9 +8,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
 from services import audit
+from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
 from services.api.serializers import AuditPageSerializer
-from services.api.views import AccountAPIView
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
 from services.models import AuditEvent

@@ -21,7 +21,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from services import tokens
+from services import bearer_tokens
 from services.api.context import Principal
 from services.exceptions import REALM, InsufficientScope
 from services.models import AgentToken, ApiToken
@@ -30,7 +30,7 @@ from services.storage.queries import ACCOUNT_TOKEN, AGENT_TOKEN, StoredToken
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 _MODELS = {ACCOUNT_TOKEN: ApiToken, AGENT_TOKEN: AgentToken}
-_TOKEN_KINDS = {ACCOUNT_TOKEN: tokens.ACCOUNT_KIND, AGENT_TOKEN: tokens.AGENT_KIND}
+_TOKEN_KINDS = {ACCOUNT_TOKEN: bearer_tokens.ACCOUNT_KIND, AGENT_TOKEN: bearer_tokens.AGENT_KIND}
 
 
 class InvalidToken(AuthenticationFailed):
@@ -56,8 +56,8 @@ def bearer_token(request: Request) -> str | None:
 def find_token(raw: str) -> StoredToken | None:
     """The stored token for a well-formed `raw`, None when unknown; no query when malformed."""
     for kind, prefix in _TOKEN_KINDS.items():
-        if tokens.is_well_formed(raw, prefix):
-            return queries.find_token(kind=kind, digest=tokens.digest(raw))
+        if bearer_tokens.is_well_formed(raw, prefix):
+            return queries.find_token(kind=kind, digest=bearer_tokens.digest(raw))
     return None
 
 

@@ -86,3 +86,7 @@ class AuditedAPIView(APIView):
             )
         except DatabaseError as exc:
             logger.error("audit event not written: %s", type(exc).__name__)
+
+
+class AccountAPIView(AuditedAPIView):
+    """The account API: account tokens only (an agent token is insufficient scope)."""

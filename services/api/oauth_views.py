@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
+from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import read_connect_options, read_oauth_client
 from services.api.schema import (
@@ -23,7 +24,6 @@ from services.api.serializers import (
     OAuthClientInputSerializer,
     OAuthClientSerializer,
 )
-from services.api.views import AccountAPIView
 from services.audit import Operation
 from services.models import OAuthClient
 from services.oauth.clients import delete_client, list_clients, put_client

@@ -28,6 +28,7 @@ from providers.identifiers import (
 )
 from providers.listing import shapes_text
 from providers.verification import Reason
+from services.bearer_tokens import MAX_LIFETIME_DAYS
 from services.exceptions import FieldErrorCode, problem_code_choices
 from services.grants import (
     GRANT_PATH_PATTERN,
@@ -44,7 +45,6 @@ from services.models import (
     KeyType,
     ServiceStatus,
 )
-from services.tokens import MAX_LIFETIME_DAYS
 
 MAX_CREDENTIALS = 20
 MAX_VALUE_CHARS = 16_384

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from services.api import agent_views, audit_views, oauth_views, proxy_views, views
+from services.api import agent_views, audit_views, oauth_views, proxy_views, service_views
 
 # Any text at all, control characters included, to the very end (`\Z`: `$` also matches
 # before a final newline). The view normalizes the path's text exactly as the body's, so
@@ -10,7 +10,7 @@ ANY_TEXT = r"[\s\S]*"
 
 # The resolver tries these in order: the paths every agent and client calls come first.
 urlpatterns = [
-    path("services", views.ServiceListView.as_view(), name="service-list"),
+    path("services", service_views.ServiceListView.as_view(), name="service-list"),
     re_path(
         rf"^agent/credentials/(?P<service>{ANY_TEXT})\Z",
         agent_views.AgentCredentialsView.as_view(),
@@ -23,16 +23,16 @@ urlpatterns = [
         proxy_views.ProxyView.as_view(),
         name="agent-proxy",
     ),
-    path("services/credentials", views.CredentialsView.as_view(), name="credentials"),
-    path("services/test", views.ServiceTestView.as_view(), name="service-test"),
+    path("services/credentials", service_views.CredentialsView.as_view(), name="credentials"),
+    path("services/test", service_views.ServiceTestView.as_view(), name="service-test"),
     # Any text after the slash, even empty or holding '/', reaches the view, so that an
     # identifier that cannot be normalized is a 400 naming `service`, not a 404.
     re_path(
         rf"^services/credentials/(?P<service>{ANY_TEXT})\Z",
-        views.ServiceCredentialsView.as_view(),
+        service_views.ServiceCredentialsView.as_view(),
         name="service-credentials",
     ),
-    path("providers", views.ProviderListView.as_view(), name="provider-list"),
+    path("providers", service_views.ProviderListView.as_view(), name="provider-list"),
     path("oauth-clients", oauth_views.OAuthClientListView.as_view(), name="oauth-client-list"),
     path(
         "oauth-clients/<str:provider>", oauth_views.OAuthClientView.as_view(), name="oauth-client"

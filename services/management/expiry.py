@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.core.management.base import CommandError
 
-from services.tokens import MAX_LIFETIME_DAYS
+from services.bearer_tokens import MAX_LIFETIME_DAYS
 
 
 def add_expires_in(parser) -> None:

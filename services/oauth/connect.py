@@ -150,7 +150,7 @@ def finish_connect(*, state: str, code: str, error: str, request_id: str) -> Con
         _failed(actor, row.service, 409, "no_client")
         raise ConnectFailed("no_client", provider=name)
     try:
-        tokens = provider_oauth.exchange_code(
+        answer = provider_oauth.exchange_code(
             provider,
             client=client,
             code=code,
@@ -167,12 +167,12 @@ def finish_connect(*, state: str, code: str, error: str, request_id: str) -> Con
         _failed(actor, row.service, 400, exc.code or "refused")
         raise ConnectFailed("refused", provider=name) from None
     api_host = provider.api_host
-    if api_host and tokens.api_host is not None and not api_host.base_url(tokens.api_host):
+    if api_host and answer.api_host is not None and not api_host.base_url(answer.api_host):
         _failed(actor, row.service, 400, "api_host_refused")
         raise ConnectFailed(
             "api_host_refused", provider=name, field=api_host.field, rule=api_host.rule
         )
-    fields = token_set(tokens, previous_refresh=None, scopes=tuple(row.scopes), provider=provider)
+    fields = token_set(answer, previous_refresh=None, scopes=tuple(row.scopes), provider=provider)
     credential_set = credentials.credential_set(service=row.service, fields=fields)
     with transaction.atomic():
         stored = credentials.store_credentials(actor=actor, credentials=credential_set)

@@ -137,7 +137,7 @@ def _refresh_and_store(
         _mark_reauthorization(actor, service, service_id, generation, why="no_client")
         raise ReauthorizationRequired()
     try:
-        tokens = provider_oauth.refresh(
+        answer = provider_oauth.refresh(
             provider, client=client, refresh_token=refresh_token.reveal()
         )
     except provider_oauth.Unavailable:
@@ -152,7 +152,7 @@ def _refresh_and_store(
         _mark_reauthorization(actor, service, service_id, generation, why=exc.code or "refused")
         raise ReauthorizationRequired() from None
     fields = token_set(
-        tokens, previous_refresh=refresh_token, scopes=_scopes(stored), provider=provider
+        answer, previous_refresh=refresh_token, scopes=_scopes(stored), provider=provider
     )
     # A refresh answer without an acceptable API host keeps the stored one: the new tokens
     # are stored all the same, so that a rotated refresh token is never lost.

@@ -18,7 +18,7 @@ from services.masking import Secret
 
 
 def token_set(
-    tokens: provider_oauth.Tokens,
+    answer: provider_oauth.TokenAnswer,
     *,
     previous_refresh: Secret | None,
     scopes: tuple[str, ...],
@@ -27,21 +27,21 @@ def token_set(
     """The set of a token answer. Its API host (where the provider names one) is taken only
     when it matches the catalog's patterns: the callback refuses another one first, and a
     refresh keeps the stored one."""
-    fields: list[tuple[str, Secret]] = [("access_token", Secret(tokens.access_token))]
+    fields: list[tuple[str, Secret]] = [("access_token", Secret(answer.access_token))]
     api_host = provider.api_host
-    if api_host is not None and tokens.api_host and api_host.base_url(tokens.api_host):
-        fields.append((api_host.field, Secret(tokens.api_host)))
-    refresh_token = Secret(tokens.refresh_token) if tokens.refresh_token else previous_refresh
+    if api_host is not None and answer.api_host and api_host.base_url(answer.api_host):
+        fields.append((api_host.field, Secret(answer.api_host)))
+    refresh_token = Secret(answer.refresh_token) if answer.refresh_token else previous_refresh
     if refresh_token is not None:
         fields.append(("refresh_token", refresh_token))
-    if tokens.expires_in is not None:
-        expires_at = timezone.now() + timedelta(seconds=max(0, tokens.expires_in))
+    if answer.expires_in is not None:
+        expires_at = timezone.now() + timedelta(seconds=max(0, answer.expires_in))
         fields.append(("expires_at", Secret(expires_at.strftime("%Y-%m-%dT%H:%M:%SZ"))))
-    scope = tokens.scope if tokens.scope is not None else " ".join(scopes)
+    scope = answer.scope if answer.scope is not None else " ".join(scopes)
     if scope:
         fields.append(("scope", Secret(scope)))
-    if tokens.token_type:
-        fields.append(("token_type", Secret(tokens.token_type)))
+    if answer.token_type:
+        fields.append(("token_type", Secret(answer.token_type)))
     return fields
 
 

@@ -4,7 +4,7 @@ from django.core.management.base import CommandError
 
 from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, expire_token
-from services.tokens import MAX_LIFETIME_DAYS
+from services.bearer_tokens import MAX_LIFETIME_DAYS
 
 
 class Command(CredvaultCommand):

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from services import credentials
-from services.api.base import AuditedAPIView
+from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import read_credential_input
 from services.api.schema import CREDENTIAL_EXAMPLES, path_identifier, problems
@@ -32,10 +32,6 @@ def service_body(connected: credentials.ServiceEntry) -> dict[str, str]:
         "connectedAt": rfc3339(connected.connected_at),
         "keyType": connected.key_type,
     }
-
-
-class AccountAPIView(AuditedAPIView):
-    """The account API: account tokens only (an agent token is insufficient scope)."""
 
 
 class ServiceListView(AccountAPIView):
