@@ -41,7 +41,7 @@ fuzz: setup
 openapi: setup
 	$(PY) -m scripts.validate_openapi
 
-# A client generated from the served document (openapi-python-client) walks the README.
+# A client generated from the served document (openapi-python-client) walks the docs' walk-through (docs/api.md, docs/agents.md).
 client-walk: setup
 	$(PY) -m scripts.client_walk
 

@@ -39,7 +39,7 @@ worker_connections = 256
 # docs/performance.md). nginx opens a connection per request by default as well.
 keepalive = 0
 # A held body ends after CREDVAULT_BODY_TIMEOUT seconds (services/api/wsgi.py); in production
-# a buffering proxy reads bodies before gunicorn sees them (README, "Production").
+# a buffering proxy reads bodies before gunicorn sees them (docs/production.md).
 # A verification call may take CREDVAULT_VERIFY_TIMEOUT seconds; leave room above it.
 timeout = 30
 graceful_timeout = 20

@@ -1,4 +1,4 @@
-"""ASGI entry point (the supported deployment is gunicorn with WSGI; see README)."""
+"""ASGI entry point (the supported deployment is gunicorn with WSGI; see docs/production.md)."""
 
 import os
 

@@ -15,7 +15,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 # The file of settings read at start-up: `.env` beside manage.py, another file named by
-# CREDVAULT_ENV_FILE, or none when that is set empty (production: README, "Production").
+# CREDVAULT_ENV_FILE, or none when that is set empty (production: docs/production.md).
 ENV_FILE = os.environ.get("CREDVAULT_ENV_FILE", str(BASE_DIR / ".env"))
 if ENV_FILE and Path(ENV_FILE).is_file():
     # Values already in the environment win over the file.
@@ -109,7 +109,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool(
 )
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 # Preloading a domain into browsers is hard to undo: the operator's decision, off by default
-# (README, "Production"). Django's reminder of it is therefore silenced.
+# (docs/production.md, "Production"). Django's reminder of it is therefore silenced.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
 SESSION_COOKIE_SECURE = SECURE_SSL_REDIRECT
 CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT

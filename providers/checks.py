@@ -23,7 +23,7 @@ def check_catalog(app_configs, **kwargs):
             Error(
                 str(exc),
                 hint="CREDVAULT_EXTRA_CATALOG's entries take the format of credvault's catalog "
-                "(README, 'Brokered access').",
+                "(docs/agents.md, 'Brokered access').",
                 id="credvault.E017",
             )
         ]

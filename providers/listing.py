@@ -1,4 +1,4 @@
-"""What clients and the README are shown of the catalog: plain data, no HTTP."""
+"""What clients and the docs are shown of the catalog: plain data, no HTTP."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def _shapes_cell(provider: Provider) -> str:
 
 
 def render_table() -> str:
-    """The README's provider section, generated from the catalog (no server-side overrides)."""
+    """docs/providers.md's provider table, generated from the catalog (no server-side overrides)."""
     providers = sorted(catalog().values(), key=lambda p: p.id)
     fixed = sum(1 for p in providers if not p.per_customer and any(s.check for s in p.shapes))
     lines = [

@@ -1,5 +1,5 @@
-"""The README's walk-through, driven through a client generated from the served document:
-`python -m scripts.client_walk`.
+"""The walk-through of the docs (docs/api.md and docs/agents.md), driven through a client
+generated from the served document: `python -m scripts.client_walk`.
 
 Starts a throwaway credvault (its own SQLite file, gunicorn on a free loopback port, a fake
 provider on 127.0.0.1 that refuses every key, as GitHub refuses `ghp_example`), fetches
@@ -168,7 +168,7 @@ def expect(what: str, actual: Any, expected: Any) -> None:
 
 
 def walk(w: Walk) -> tuple[int, int]:
-    """The README's walk-through, step by step; (audit pages, audit events) read at the end."""
+    """The walk-through of the docs, step by step; (audit pages, audit events) read at the end."""
     entry, body = w.model("CredentialEntry"), w.model("CredentialInput")
 
     def credentials(service: str, **values: str) -> Any:

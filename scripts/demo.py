@@ -131,7 +131,7 @@ def walk(url: str, account_token: str, github_key: str) -> list[str]:
     if event["action"] != "agent.proxy" or event["agent"] != "demo-agent":
         raise DemoFailed("5. the newest event is not the agent's brokered call")
     w.show(
-        "\nThe agent called GitHub and never held the key. Next: README.md, 'Agents' and "
+        "\nThe agent called GitHub and never held the key. Next: docs/agents.md, 'Agents' and "
         "'Brokered access'."
     )
     for value in (account_token, github_key, issued["token"]):

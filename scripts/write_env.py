@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 TEMPLATE = """\
 {generated} on {date} for local use. Keep this file private (mode 0600).
 # Losing CREDVAULT_ENCRYPTION_KEYS makes every stored credential unreadable.
-# Local only: `manage.py check --deploy` fails while this file is read (see README,
+# Local only: `manage.py check --deploy` fails while this file is read (see docs/production.md,
 # "Production"), so that its plain-HTTP settings never reach production unnoticed.
 {local_marker}
 SECRET_KEY={secret_key}
@@ -31,7 +31,8 @@ CREDVAULT_ENCRYPTION_KEYS={key_id}:{key}
 {audit_keys}
 {public_url}
 DEBUG=false
-# Local serving is plain HTTP on 127.0.0.1; production keeps the secure defaults (see README).
+# Local serving is plain HTTP on 127.0.0.1; production keeps the secure defaults
+# (see docs/production.md).
 SECURE_SSL_REDIRECT=false
 """
 
@@ -42,8 +43,8 @@ def _new_key() -> str:
 
 def audit_keys_line(now: datetime) -> str:
     return (
-        "# Signs audit checkpoints (README, 'Audit'); like the encryption keys, keep it apart\n"
-        f"# from the database.\nCREDVAULT_AUDIT_KEYS=a{now:%Y%m%d}:{_new_key()}"
+        "# Signs audit checkpoints (docs/agents.md, 'Audit'); like the encryption keys, keep\n"
+        f"# it apart from the database.\nCREDVAULT_AUDIT_KEYS=a{now:%Y%m%d}:{_new_key()}"
     )
 
 

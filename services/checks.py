@@ -163,7 +163,7 @@ def check_not_local(app_configs, **kwargs):
             "no secure cookies. It must not configure production.",
             hint="Give production its settings in the environment (or a file named by "
             "CREDVAULT_ENV_FILE) and set CREDVAULT_ENV_FILE= (empty) so that the local .env "
-            "is not read; README, 'Production'.",
+            "is not read; docs/production.md, 'Production'.",
             id="credvault.E009",
         )
     ]

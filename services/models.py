@@ -255,7 +255,7 @@ class AgentToken(BearerToken):
 
 
 class AuditAction(models.TextChoices):
-    # Labelled by their values: the admin shows `tokens.revoke`, as the API and the README
+    # Labelled by their values: the admin shows `tokens.revoke`, as the API and the docs
     # write it, not a generated "Tokens Revoke".
     SERVICES_LIST = "services.list", "services.list"
     SERVICES_TEST = "services.test", "services.test"

@@ -66,7 +66,7 @@ def require_local_service(name: str, port: int) -> None:
     """Skip a test whose service is not running here, except in CI (`.ci/run` sets
     CREDVAULT_REQUIRE_SERVICES=1), where its absence is a failure."""
     if not listening(port):
-        message = f"{name} is not running on 127.0.0.1:{port} (see README, 'Tests')"
+        message = f"{name} is not running on 127.0.0.1:{port} (see CONTRIBUTING.md, 'Tests')"
         if os.environ.get("CREDVAULT_REQUIRE_SERVICES") == "1":
             pytest.fail(message)
         pytest.skip(message)

@@ -48,6 +48,6 @@ def test_make_runs_set_up_says_where_to_go_next(runs):
     text = out.getvalue()
     assert text.rstrip().splitlines()[-3:] == [
         "  the API's interactive docs:  http://127.0.0.1:8300/api/docs",
-        "  the walk-through:            README.md, 'Walk-through with curl'",
+        "  the walk-through:            README.md, 'From zero to an agent calling GitHub'",
         "  an agent calling a provider: make demo (offline, against a stand-in GitHub)",
     ]

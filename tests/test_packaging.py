@@ -1,4 +1,4 @@
-"""The production install (README, "Production") is a wheel, not the checkout.
+"""The production install (docs/production.md, "Production") is a wheel, not the checkout.
 
 - Every file the packages hold, Python or not (the admin's template and CSS, the catalog), must
   be in it. Once only the catalog was, and the admin's agent page failed with
@@ -6,8 +6,9 @@
 - Its dependencies are everything the production command needs. Once gunicorn's gevent worker
   lacked `packaging` (gunicorn brings it only with its `gevent` extra) and gunicorn would not
   start in a fresh venv; `make`'s venv hid it, because the development tools bring `packaging`.
-  So the wheel is installed with its production extra into an empty venv, the README's steps
-  run there, and gunicorn is started with the checkout's gunicorn.conf.py as systemd starts it.
+  So the wheel is installed with its production extra into an empty venv, the production
+  guide's steps run there, and gunicorn is started with the checkout's gunicorn.conf.py as
+  systemd starts it.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def pip_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def production_venv(wheel, tmp_path_factory) -> Path:
-    """README "Production", step 2: an empty venv, pip upgraded, then the wheel with its
+    """docs/production.md, step 2: an empty venv, pip upgraded, then the wheel with its
     `postgres` extra and nothing else (pip's cache keeps this to seconds)."""
     venv = tmp_path_factory.mktemp("production") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
@@ -118,7 +119,7 @@ def production_command(venv: Path, *args: str, env: dict[str, str], cwd: Path) -
 
 @pytest.fixture
 def production_settings(production_venv, tmp_path) -> dict[str, str]:
-    """README "Production", steps 4 and 5: keys from the installed `generate_key`, the
+    """docs/production.md, steps 4 and 5: keys from the installed `generate_key`, the
     environment file's settings (a SQLite file here instead of PostgreSQL, a free port), the
     migrations and the deploy check."""
     bare = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "credvault.settings"}
@@ -161,7 +162,7 @@ def get(url: str) -> tuple[int, bytes]:
 
 
 def test_gunicorn_serves_from_the_installed_wheel(production_venv, production_settings, tmp_path):
-    """README "Production", step 6, as deploy/credvault.service runs it: gunicorn from the venv
+    """docs/production.md, step 6, as deploy/credvault.service runs it: gunicorn from the venv
     with the checkout's gunicorn.conf.py, in an empty state directory (not the checkout), with
     the environment file's settings and nothing else."""
     state = tmp_path / "state"

@@ -59,7 +59,7 @@ class TestSystemChecks:
         assert KEY_B not in result.stderr
 
     PRODUCTION = {
-        "CREDVAULT_ENV_FILE": "",  # README, "Production": the local .env is not read
+        "CREDVAULT_ENV_FILE": "",  # docs/production.md: the local .env is not read
         # Nor is what this test process copied into its environment from that .env.
         "CREDVAULT_ENVIRONMENT": None,
         "CREDVAULT_ENCRYPTION_KEYS": TEST_KEYS,

@@ -1,6 +1,6 @@
 """Grants gain `access`, `methods` and `paths`. New grants default to brokered
 access (`proxy`); every grant that exists when this runs is given `read`, the access it had, so
-that no agent in service loses its plaintext read silently (README, "Moving grants to brokered
+that no agent in service loses its plaintext read silently (docs/agents.md, "Moving grants to brokered
 access")."""
 
 import services.models

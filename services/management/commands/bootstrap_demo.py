@@ -23,7 +23,7 @@ class Command(CredvaultCommand):
         self.stdout.write(
             "\nWhere to go next:\n"
             f"  the API's interactive docs:  {base_url}/api/docs\n"
-            "  the walk-through:            README.md, 'Walk-through with curl'\n"
+            "  the walk-through:            README.md, 'From zero to an agent calling GitHub'\n"
             "  an agent calling a provider: make demo (offline, against a stand-in GitHub)\n"
         )
 

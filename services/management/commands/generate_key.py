@@ -8,7 +8,7 @@ class Command(CredvaultCommand):
         "Print a new KEYID:BASE64KEY entry for CREDVAULT_ENCRYPTION_KEYS. Put it first to seal "
         "new values with it, then run reencrypt."
     )
-    # It runs before any key is configured (README, "Production"): only the catalog's check.
+    # It runs before any key is configured (docs/production.md): only the catalog's check.
     requires_system_checks = [CATALOG_TAG]
 
     def handle(self, *args, **options) -> None:
