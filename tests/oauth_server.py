@@ -12,7 +12,10 @@ and an API, as a real provider has them, over real HTTP.
   Slack's way), `exchange_error` each code exchange; `rotating` makes each refresh replace
   the refresh token and kill the old one; `send_refresh_token = False` leaves it out of
   refresh answers; `refresh_delay` holds each refresh that long; `extra_answer` adds members
-  to every token answer (`instance_url`).
+  to every token answer (`instance_url`); `stall_after_rotating` holds each refresh's answer
+  that long after the refresh token was replaced (a provider that rotates, then answers
+  late); `raw_expires_in` is the `expires_in` member of every token answer, as that JSON text
+  exactly (`1e400`).
 - `GET /api/...`: 200 with the current access token as Bearer, else 401.
 """
 
@@ -47,6 +50,8 @@ class OAuthServer:
     exchange_error: tuple[int, str] | None = None
     refresh_delay: float = 0.0
     extra_answer: dict[str, str] = field(default_factory=dict)
+    stall_after_rotating: float = 0.0
+    raw_expires_in: str | None = None
     token_requests: list[TokenRequest] = field(default_factory=list)
     api_requests: list[dict[str, str]] = field(default_factory=list)
 
@@ -152,6 +157,8 @@ class OAuthServer:
                 answer["refresh_token"] = new_refresh
             elif self.send_refresh_token and not self.rotating:
                 answer["refresh_token"] = old
+            if self.stall_after_rotating:
+                time.sleep(self.stall_after_rotating)
             return 200, answer
         return 400, {"error": "unsupported_grant_type"}
 
@@ -224,6 +231,12 @@ def _handler(stand_in: OAuthServer) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             stand_in.token_requests.append(TokenRequest(form, headers, path))
             status, answer = stand_in.token(form)
-            self._send(status, json.dumps(answer).encode(), "application/json")
+            text = json.dumps(answer)
+            if stand_in.raw_expires_in is not None and "expires_in" in answer:
+                placeholder = json.dumps({**answer, "expires_in": None})
+                text = placeholder.replace(
+                    '"expires_in": null', f'"expires_in": {stand_in.raw_expires_in}'
+                )
+            self._send(status, text.encode(), "application/json")
 
     return Handler
