@@ -143,6 +143,9 @@ CREDVAULT_PROXY_TIMEOUT = env.float("CREDVAULT_PROXY_TIMEOUT", default=30.0)
 CREDVAULT_PROXY_MAX_BODY = env.int("CREDVAULT_PROXY_MAX_BODY", default=1024 * 1024)
 CREDVAULT_PROXY_MAX_RESPONSE = env.int("CREDVAULT_PROXY_MAX_RESPONSE", default=10 * 1024 * 1024)
 CREDVAULT_PROXY_RATE_LIMIT = env.str("CREDVAULT_PROXY_RATE_LIMIT", default="600/min")
+# Brokered calls of one agent token in flight at once, across workers and hosts sharing the
+# cache (CACHE_URL); one more is 429.
+CREDVAULT_PROXY_MAX_CONCURRENT = env.int("CREDVAULT_PROXY_MAX_CONCURRENT", default=8)
 CREDVAULT_RATE_LIMIT = env.str("CREDVAULT_RATE_LIMIT", default="600/min")
 CREDVAULT_TEST_RATE_LIMIT = env.str("CREDVAULT_TEST_RATE_LIMIT", default="30/min")
 # OAuth: the address browsers reach this server at (the redirect URI is

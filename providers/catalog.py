@@ -27,6 +27,7 @@ from providers.identifiers import (
     OAUTH_MARKERS_TEXT,
     SERVICE_PATTERN,
 )
+from providers.sensitive import SensitiveEndpoint, SensitiveError, parse_sensitive
 
 CATALOG_PATH = Path(__file__).with_name("catalog.toml")
 
@@ -51,6 +52,8 @@ PROVIDER_KEYS = {
     "oauth",
     "api_host_field",
     "api_host_patterns",
+    "sensitive",
+    "sensitive_none",
 }
 OAUTH_KEYS = {
     "authorize_url",
@@ -234,6 +237,10 @@ class Provider:
     note: str = ""
     oauth: OAuth | None = None
     api_host: ApiHost | None = None
+    # The endpoints that create, reveal or widen a credential (providers/sensitive.py), or why
+    # there are none.
+    sensitive: tuple[SensitiveEndpoint, ...] = ()
+    sensitive_none: str = ""
     # Added by the operator (CREDVAULT_EXTRA_CATALOG): its host comes from the server's own
     # configuration, so the outbound client may connect to a private address for it.
     operator: bool = False
@@ -546,6 +553,10 @@ def _parse_provider(raw: Any, position: int) -> Provider:
     if oauth is not None and not any(shape.key_type == OAUTH for shape in shapes):
         raise _fail(where, "an `oauth` block needs an oauth shape to store its sets")
     api_host = _parse_api_host(raw, where, shapes)
+    try:
+        sensitive, sensitive_none = parse_sensitive(raw, where)
+    except SensitiveError as exc:
+        raise _fail(where, str(exc)) from None
     return Provider(
         id=provider_id,
         name=name,
@@ -556,6 +567,8 @@ def _parse_provider(raw: Any, position: int) -> Provider:
         note=_str(raw, "note", where, required=False),
         oauth=oauth,
         api_host=api_host,
+        sensitive=sensitive,
+        sensitive_none=sensitive_none,
     )
 
 

@@ -46,6 +46,7 @@ import certifi
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
+from providers.addresses import is_public
 from providers.deadlines import deadlines
 
 POOL_CONNECTIONS = 8
@@ -113,19 +114,6 @@ def _resolve(host: str, port: int) -> list[str]:
 
 
 resolver: Callable[[str, int], list[str]] = _resolve
-
-
-def is_public(address: str) -> bool:
-    """Whether a call may connect to `address` when the host did not come from the server's
-    configuration: a global unicast address, nothing else (169.254.169.254, the metadata
-    address of the clouds, is link-local; 100.100.100.200 is shared address space)."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
 
 
 # Name lookups run here, so that a call waits for one only as long as its deadline allows: no

@@ -146,9 +146,13 @@ def check_limits(app_configs, **kwargs):
         errors.append(
             Error("CREDVAULT_PROXY_TIMEOUT must be above 0 and at most 300.", id="credvault.E013")
         )
-    for name in ("CREDVAULT_PROXY_MAX_BODY", "CREDVAULT_PROXY_MAX_RESPONSE"):
+    for name, unit in (
+        ("CREDVAULT_PROXY_MAX_BODY", "byte"),
+        ("CREDVAULT_PROXY_MAX_RESPONSE", "byte"),
+        ("CREDVAULT_PROXY_MAX_CONCURRENT", "call"),
+    ):
         if getattr(settings, name) < 1:
-            errors.append(Error(f"{name} must be at least 1 byte.", id="credvault.E019"))
+            errors.append(Error(f"{name} must be at least 1 {unit}.", id="credvault.E019"))
     return errors
 
 

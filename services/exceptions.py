@@ -110,6 +110,27 @@ class ReadNotGranted(ProblemError):
     )
 
 
+class SensitiveEndpointRefused(ProblemError):
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "sensitive_endpoint"
+    default_detail = (
+        "This endpoint creates, reveals or widens a credential: the grant must name its path "
+        "explicitly."
+    )
+
+
+class TooManyCallsInFlight(ProblemError):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "rate_limited"
+    default_detail = "Too many brokered calls of this token in flight."
+
+    def __init__(self, wait: int) -> None:
+        super().__init__(
+            f"Too many brokered calls of this token in flight. Retry after {wait} seconds.",
+            headers={"Retry-After": str(wait)},
+        )
+
+
 class InvalidProxyPath(ProblemError):
     default_code = "invalid_proxy_path"
     default_detail = (

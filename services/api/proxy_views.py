@@ -22,7 +22,7 @@ from services.audit import Operation
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
 from services.broker.paths import MAX_PATH_LENGTH
-from services.exceptions import InvalidProxyPath, PayloadTooLarge
+from services.exceptions import InvalidProxyPath, PathNotFound, PayloadTooLarge
 
 METHODS = ("get", "head", "post", "put", "patch", "delete")
 
@@ -30,11 +30,12 @@ METHODS = ("get", "head", "post", "put", "patch", "delete")
 def raw_path(request: ApiRequest, service: str) -> str:
     """The path after the service, as the agent sent it (still percent-encoded): `""` or
     `/...`. gunicorn hands on the request target as it came (RAW_URI); elsewhere (Django's test
-    client) the decoded path is encoded again."""
+    client) the decoded path is encoded again. A target whose proxy prefix is itself
+    percent-encoded (`/api/v1/agent/%70roxy/...`) is no brokered call: 404, nothing sent."""
     raw = request.META.get("RAW_URI")
     target = urlsplit(raw).path if raw else quote(request.path, safe="/")
     if not target.startswith(PROXY_PATH_PREFIX):
-        return ""
+        raise PathNotFound()
     service_raw, separator, rest = target[len(PROXY_PATH_PREFIX) :].partition("/")
     if unquote(service_raw) != service:
         raise InvalidProxyPath()  # an encoded '/' in the service's segment

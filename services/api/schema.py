@@ -37,8 +37,10 @@ PROBLEM_DESCRIPTIONS = {
     401: "No token (not_authenticated) or a malformed, unknown, revoked or expired one "
     "(invalid_token).",
     403: "A token of the other kind (insufficient_scope, with the RFC 6750 challenge), no "
-    "grant for the service or a brokered call's method or path outside it (not_granted), or "
-    "a plaintext read under a grant for brokered calls only (read_not_granted).",
+    "grant for the service or a brokered call's method or path outside it (not_granted), a "
+    "brokered call to an endpoint that creates, reveals or widens a credential that the "
+    "grant does not name explicitly (sensitive_endpoint), or a plaintext read under a grant "
+    "for brokered calls only (read_not_granted).",
     404: "Not connected (service_not_connected), no such agent (agent_not_found), no such "
     "token (token_not_found), no OAuth for the provider (oauth_not_supported) or no OAuth "
     "client of the account for it (oauth_client_not_found), or no such path (not_found: a "
@@ -61,7 +63,8 @@ PROBLEM_DESCRIPTIONS = {
     "(request_header_too_large).",
     422: "With ?verify=required: the provider did not accept the set (verification_failed, "
     "with `reason`); nothing was stored.",
-    429: "Rate limit of the token reached (rate_limited); see Retry-After.",
+    429: "Rate limit of the token reached, or its brokered calls in flight at "
+    "CREDVAULT_PROXY_MAX_CONCURRENT (rate_limited); see Retry-After.",
     500: "Internal error (internal_error), with no detail of the cause.",
     502: "A brokered call got no usable answer: the provider could not be reached or its "
     "address is not a public one (upstream_unavailable), or its answer is over "

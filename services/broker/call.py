@@ -1,12 +1,14 @@
 """The brokered call, in the order a request meets its rules.
 
-The path is checked (nothing is sent for a path that could leave the provider's API); the
-grant is read with the stored set in one statement (no grant, a method or path outside it,
-nothing stored: refused, nothing sent); the set is made usable (refreshed first when it is an
-OAuth set about to expire); the destination and the credential's placement come from the
-catalog; the call goes through the strict outbound client; the answer is passed back with
-every injected value redacted. A call answered 401 for an OAuth set is refreshed once and
-retried once, for the methods a provider may receive twice. Each call is one audit event:
+The path is checked (nothing is sent for a path that could leave the provider's API); the grant
+is read with the stored set in one statement (no grant, a method or path outside it, every
+method the request names counted, nothing stored: refused, nothing sent); an endpoint that
+mints a credential needs a grant that names it (sensitive endpoints); the token's calls in
+flight are counted (at most CREDVAULT_PROXY_MAX_CONCURRENT); the set is made usable (refreshed
+first when it is an OAuth set about to expire); the destination and the credential's placement
+come from the catalog; the call goes through the strict outbound client; the answer is passed
+back with every injected value redacted. A call answered 401 for an OAuth set is refreshed once
+and retried once, for the methods a provider may receive twice. Each call is one audit event:
 `agent.proxy`, service, method, path without its query, the provider's status.
 """
 
@@ -18,16 +20,24 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from providers import catalog, outbound
+from providers import catalog, outbound, sensitive
 from providers.identifiers import OAUTH
 from services import audit
-from services.access import granted_set, refreshed_set, usable_set
+from services.access import GrantedSet, granted_set, refreshed_set, usable_set
 from services.audit import Actor, Operation
 from services.broker.answers import ProxyAnswer, agents_answer, failure
 from services.broker.destination import destination_for, placed_credential
 from services.broker.headers import outbound_headers
+from services.broker.limits import call_in_flight
+from services.broker.methods import methods_named
 from services.broker.paths import checked_path, encoded, grant_allows
-from services.exceptions import InvalidProxyPath, NotGranted, NotProxyable, ServiceNotConnected
+from services.exceptions import (
+    InvalidProxyPath,
+    NotGranted,
+    NotProxyable,
+    SensitiveEndpointRefused,
+    ServiceNotConnected,
+)
 from services.masking import Secret
 
 # A call answered 401 for an OAuth set is refreshed once and retried once with these methods:
@@ -54,8 +64,9 @@ class ProxyRequest:
 def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
     """Make the agent's call to its provider with the stored credential; record its event."""
     path = checked_path(request.raw_path)
+    methods = methods_named(method=request.method, headers=request.headers, query=request.query)
     found = granted_set(actor=actor, service=service)
-    if found is None or not grant_allows(found, request.method, path):
+    if found is None or not _allowed(found, methods, path):
         raise NotGranted()
     if not found.fields:
         raise ServiceNotConnected()
@@ -65,21 +76,9 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
             "credvault has no API address for this service: the operator can add it to the "
             "catalog with CREDVAULT_EXTRA_CATALOG."
         )
-    used, fields = usable_set(actor=actor, service=service, found=found)
-    answer, sent = _send(provider, fields, request, path)
-    if (
-        answer.status == 401
-        and used.key_type == OAUTH
-        and request.method in RETRIED_AFTER_REFRESH
-        and any(name == "refresh_token" for name, _ in fields)
-    ):
-        # The provider no longer takes the access token: refreshed once, retried once.
-        fresh = refreshed_set(actor=actor, service=service, generation=used.generation or 0)
-        if not grant_allows(fresh, request.method, path):
-            raise NotGranted()
-        _, fields = usable_set(actor=actor, service=service, found=fresh)
-        answer, sent = _send(provider, fields, request, path)
-    proxied = agents_answer(answer, sent)
+    _refuse_sensitive(provider, found, methods, path)
+    with call_in_flight(token_prefix=actor.token_prefix):
+        proxied = _call_provider(actor, service, provider, found, request, path, methods)
     audit.record(
         actor,
         Operation.PROXY_CALL,
@@ -90,6 +89,47 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
         upstream_status=proxied.status,
     )
     return proxied
+
+
+def _allowed(found: GrantedSet, methods: set[str], path: str) -> bool:
+    return all(grant_allows(found, method, path) for method in methods)
+
+
+def _refuse_sensitive(
+    provider: catalog.Provider, found: GrantedSet, methods: set[str], path: str
+) -> None:
+    """SensitiveEndpointRefused for a call to an endpoint that mints, reveals or widens a
+    credential, unless the grant names its path explicitly (providers/sensitive.py)."""
+    for method in methods:
+        if sensitive.refused(provider.sensitive, method=method, path=path, prefixes=found.paths):
+            raise SensitiveEndpointRefused()
+
+
+def _call_provider(
+    actor: Actor,
+    service: str,
+    provider: catalog.Provider,
+    found: GrantedSet,
+    request: ProxyRequest,
+    path: str,
+    methods: set[str],
+) -> ProxyAnswer:
+    used, fields = usable_set(actor=actor, service=service, found=found)
+    answer, sent = _send(provider, fields, request, path)
+    if (
+        answer.status == 401
+        and used.key_type == OAUTH
+        and request.method in RETRIED_AFTER_REFRESH
+        and any(name == "refresh_token" for name, _ in fields)
+    ):
+        # The provider no longer takes the access token: refreshed once, retried once.
+        fresh = refreshed_set(actor=actor, service=service, generation=used.generation or 0)
+        if not _allowed(fresh, methods, path):
+            raise NotGranted()
+        _refuse_sensitive(provider, fresh, methods, path)
+        _, fields = usable_set(actor=actor, service=service, found=fresh)
+        answer, sent = _send(provider, fields, request, path)
+    return agents_answer(answer, sent)
 
 
 def _send(

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from providers import placement
+from services.broker.methods import METHOD_OVERRIDE_HEADERS
 
 # Headers of the agent's request that never reach the provider: credentials and identity of
 # the agent's own hop, and hop-by-hop headers (RFC 9110 7.6.1). The credential placement's own
-# headers are removed too, whatever the agent sent in them.
+# headers are removed too, whatever the agent sent in them, and so are the method overrides
+# (methods.py).
 DROPPED_REQUEST_HEADERS = frozenset(
     {
         "authorization",
@@ -54,6 +56,7 @@ def outbound_headers(
         if name not in DROPPED_REQUEST_HEADERS
         and not name.startswith("x-forwarded-")
         and name not in connection_named
+        and name not in METHOD_OVERRIDE_HEADERS
         and name not in placed.header_names
     }
     headers["accept-encoding"] = "identity"

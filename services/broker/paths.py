@@ -21,8 +21,10 @@ def checked_path(raw_path: str) -> str:
     After one percent-decoding it holds no `.` or `..` segment, no empty segment (a single
     trailing slash excepted: `/repos/`), no backslash, no control character and no `@`; an
     encoded `/` or `\\` (`%2F`, `%5C`), which would change the segments the provider sees, is
-    refused as well. It is sent encoded again (`encoded`), so a decoded `%2e` goes as
-    `%252e`."""
+    refused as well. A segment is judged by its part before a `;` too, since servers such as
+    Tomcat and Jetty drop path parameters before they resolve the path: `..;x` climbs there as
+    `..` does, and `;x` is an empty segment. It is sent encoded again (`encoded`), so a
+    decoded `%2e` goes as `%252e`."""
     if len(raw_path) > MAX_PATH_LENGTH or _ENCODED_SEPARATOR.search(raw_path):
         raise InvalidProxyPath()
     try:
@@ -36,7 +38,7 @@ def checked_path(raw_path: str) -> str:
     segments = decoded[1:].split("/")
     if segments[-1] == "" and len(segments) > 1:
         segments.pop()  # one trailing slash
-    if decoded != "/" and any(segment in ("", ".", "..") for segment in segments):
+    if decoded != "/" and any(segment.split(";", 1)[0] in ("", ".", "..") for segment in segments):
         raise InvalidProxyPath()
     return decoded
 
