@@ -32,12 +32,12 @@ from typing import Any
 from scripts.harness import (
     BASE_DIR,
     Gunicorn,
-    ProviderServer,
     every_provider_at,
     migrated_account,
     request,
     server_env,
 )
+from scripts.stand_ins import ProviderServer
 
 WORK = BASE_DIR / "var" / "client-walk"
 PACKAGE = "credvault_client"

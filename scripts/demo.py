@@ -1,6 +1,6 @@
 """`make demo`: an agent calls GitHub through credvault, offline, in five steps.
 
-Starts a stand-in of GitHub's `/user` on 127.0.0.1 (scripts/harness.py, GitHubStandIn: it
+Starts a stand-in of GitHub's `/user` on 127.0.0.1 (scripts/stand_ins.py, GitHubStandIn: it
 accepts one demo key and echoes the token it was called with) and a throwaway credvault under
 gunicorn (its own SQLite file under var/demo, a free loopback port), with the catalog's GitHub
 pointed at the stand-in by CREDVAULT_PROVIDER_BASE_URLS. Then it walks, printing each request
@@ -26,12 +26,12 @@ from typing import Any
 
 from scripts.harness import (
     BASE_DIR,
-    GitHubStandIn,
     Gunicorn,
     migrated_account,
     request,
     server_env,
 )
+from scripts.stand_ins import GitHubStandIn
 
 WORK = BASE_DIR / "var" / "demo"
 

@@ -1,5 +1,7 @@
-"""Tools that run credvault for real, shared by the live tests, the fuzzer and the soak:
-a gunicorn server on 127.0.0.1 and a fake provider that records what it is sent.
+"""Tools that run credvault for real, shared by the live tests, the demo and the proofs (the
+fuzzer, the soak, the benchmark): gunicorn on a free loopback port, a throwaway server's
+environment and database, manage.py as an operator runs it, and one HTTP request. The providers
+such a server calls are stand-ins on 127.0.0.1 (scripts/stand_ins.py).
 
 Only loopback addresses are ever used.
 """
@@ -14,12 +16,9 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -218,151 +217,3 @@ def request(
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
-
-
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    # The client's port: two requests on one kept-alive connection share it.
-    peer_port: int = 0
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: bytes = b"{}"
-    headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "application/json"})
-    hang: bool = False
-    drip_seconds: float = 0.0
-    delay_seconds: float = 0.0  # before the status line
-
-
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client closing a kept-alive connection is normal here, not worth a traceback."""
-
-
-class ProviderServer:
-    """A provider on 127.0.0.1: records every request and answers with `reply`."""
-
-    def __init__(self) -> None:
-        self.requests: list[Recorded] = []
-        self.reply = Reply()
-        self.released = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                server.requests.append(
-                    Recorded(
-                        self.command,
-                        self.path,
-                        dict(self.headers.items()),
-                        body,
-                        self.client_address[1],
-                    )
-                )
-                reply = server.reply
-                if reply.delay_seconds and server.released.wait(reply.delay_seconds):
-                    return
-                if reply.hang:
-                    server.released.wait(30)
-                    return
-                self.send_response(reply.status)
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(reply.body)))
-                self.end_headers()
-                if self.command == "HEAD":
-                    return
-                if reply.drip_seconds:
-                    for byte in reply.body:
-                        if server.released.wait(reply.drip_seconds):
-                            return
-                        self.wfile.write(bytes([byte]))
-                        self.wfile.flush()
-                else:
-                    self.wfile.write(reply.body)
-
-            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
-    def start(self) -> ProviderServer:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.released.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def answer(self, status: int = 200, body: Any = None, **reply: Any) -> None:
-        if body is None:
-            body = b"{}"
-        if not isinstance(body, bytes):
-            body = json.dumps(body).encode()
-        self.reply = Reply(status=status, body=body, **reply)
-
-
-class GitHubStandIn:
-    """GitHub's REST API as far as `/user`, on 127.0.0.1: answers `GET /user` with a user when
-    the bearer token is one of `keys` (and echoes the token in the answer, as a careless API
-    might, so that a reader sees credvault redact it), `401 Bad credentials` for another token,
-    and `404 Not Found` elsewhere, with GitHub's JSON shapes."""
-
-    def __init__(self, keys: set[str]) -> None:
-        stand_in = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:
-                scheme, _, token = self.headers.get("Authorization", "").partition(" ")
-                if self.path.split("?", 1)[0] != "/user":
-                    self.reply(404, {"message": "Not Found", "status": "404"})
-                elif scheme.lower() not in {"bearer", "token"} or token not in stand_in.keys:
-                    self.reply(401, {"message": "Bad credentials", "status": "401"})
-                else:
-                    user = {"login": "octocat", "id": 1, "type": "User", "seen_token": token}
-                    self.reply(200, user)
-
-            def reply(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.keys = keys
-        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> GitHubStandIn:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()

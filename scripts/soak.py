@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from scripts.harness import (
     BASE_DIR,
     Gunicorn,
-    ProviderServer,
     fresh_postgres,
     manage,
     request,
     server_env,
 )
+from scripts.stand_ins import ProviderServer
 
 DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/credvault_soak"
 OPERATIONS = [

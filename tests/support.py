@@ -1,4 +1,4 @@
-"""Test helpers: an account-API client, marked secrets, and (from scripts/harness.py) a real
+"""Test helpers: an account-API client, marked secrets, and (from scripts/stand_ins.py) a real
 HTTP server on 127.0.0.1 that plays a provider: the test sees each request exactly as the
 provider would."""
 
@@ -12,7 +12,7 @@ from typing import Any
 from django.db import connection
 from django.test import Client
 
-from scripts.harness import ProviderServer  # noqa: F401 - the tests' provider
+from scripts.stand_ins import ProviderServer  # noqa: F401 - the tests' provider
 
 PROBLEM_KEYS = {"type", "title", "status", "detail", "code"}
 

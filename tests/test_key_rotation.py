@@ -12,10 +12,10 @@ from django.core.management import call_command
 from django.db import models
 from django.test import Client
 
+from scripts.stand_ins import OAuthServer
 from services.models import CredentialField, OAuthClient
 from services.sealed import KINDS
 from tests.conftest import KEY_A, KEY_B
-from tests.oauth_server import OAuthServer
 from tests.support import assert_problem, creds, marked
 from tests.test_agents import agent_token, put_agent
 from tests.test_oauth import PUBLIC_URL, callback, connect, consent, put_client

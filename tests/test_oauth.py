@@ -1,4 +1,4 @@
-"""OAuth against a real provider stand-in on 127.0.0.1 (tests/oauth_server.py):
+"""OAuth against a real provider stand-in on 127.0.0.1 (scripts/stand_ins.py, OAuthServer):
 clients, connect and callback, refresh on use, the failure classes, `refresh_tokens`."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from scripts.stand_ins import OAuthServer
 from services.models import AuditEvent, ConnectedService, OAuthClient, OAuthState
 from services.oauth import refresh as oauth_refresh
-from tests.oauth_server import OAuthServer
 from tests.support import assert_problem, creds, marked
 from tests.test_agents import agent_token, put_agent
 from tests.test_proxy import call

@@ -1,6 +1,6 @@
 """The whole OAuth connect in a real browser: headless Chromium, driven by
 Selenium, from credvault's authorization link through the provider stand-in's consent page
-(tests/oauth_server.py) to credvault's callback page, served by gunicorn on the test database.
+(scripts/stand_ins.py) to credvault's callback page, served by gunicorn on the test database.
 The page's text is checked and a screenshot saved under var/screenshots/oauth/, where CI keeps
 it. Skipped where Chromium and its driver are absent, except in `.ci/run`, which installs them.
 """
@@ -12,8 +12,8 @@ import json
 import pytest
 
 from scripts.harness import BASE_DIR, Gunicorn, request, server_env
+from scripts.stand_ins import OAuthServer
 from services.models import AuditEvent, ConnectedService
-from tests.oauth_server import OAuthServer
 from tests.test_admin_browser import _browser_installed, browser  # noqa: F401 - fixtures
 from tests.test_faults import database_url
 

@@ -14,7 +14,8 @@ import pytest
 from django.db import connections
 
 from providers import outbound
-from scripts.harness import Gunicorn, ProviderServer, request, server_env
+from scripts.harness import Gunicorn, request, server_env
+from scripts.stand_ins import ProviderServer
 from tests.support import creds
 from tests.test_faults import database_url
 from tests.test_http_framing import STORE, put, store_body

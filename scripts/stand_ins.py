@@ -1,22 +1,14 @@
-"""An OAuth provider stand-in on 127.0.0.1: a consent page, a token URL
-and an API, as a real provider has them, over real HTTP.
+"""Stand-ins of the providers credvault calls, shared by the tests and the scripts: each is a
+real HTTP server on 127.0.0.1, in a thread of the process that starts it, so that the caller
+sees every request exactly as a provider would receive it.
 
-- `GET /authorize`: a consent page with an "Allow" link back to the redirect URI with a code
-  (and the state); the code remembers the PKCE challenge, if one came, and the redirect URI.
-- `POST /token` (and `POST /refresh`, for a provider that refreshes at a URL of its own):
-  `authorization_code` (the verifier must match the challenge when one came; without a
-  challenge the verifier is not looked at, as a provider without PKCE does) and
-  `refresh_token`; every request is kept (`token_requests`), with its path, form and headers.
-  `refresh_mode` makes refreshes fail (`invalid_grant`, `unavailable`); `refresh_error`
-  answers each refresh with that status and `error` instead (`(200, "bad_client_secret")`,
-  Slack's way), `exchange_error` each code exchange; `rotating` makes each refresh replace
-  the refresh token and kill the old one; `send_refresh_token = False` leaves it out of
-  refresh answers; `refresh_delay` holds each refresh that long; `extra_answer` adds members
-  to every token answer (`instance_url`); `stall_after_rotating` holds each refresh's answer
-  that long after the refresh token was replaced (a provider that rotates, then answers
-  late); `raw_expires_in` is the `expires_in` member of every token answer, as that JSON text
-  exactly (`1e400`).
-- `GET /api/...`: 200 with the current access token as Bearer, else 401.
+- `ProviderServer`: any provider. Records every request (`Recorded`) and answers each with its
+  `Reply` (a status, a body and headers; or a hang, a drip, a delay).
+- `GitHubStandIn`: GitHub's REST API as far as `GET /user`, accepting the keys it is given
+  (the demo, the README's walk).
+- `OAuthServer`: an OAuth provider: a consent page, a token URL and an API.
+
+Only loopback addresses are ever used.
 """
 
 from __future__ import annotations
@@ -30,7 +22,162 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
+
+
+@dataclass
+class Recorded:
+    """One request as the provider received it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    # The client's port: two requests on one kept-alive connection share it.
+    peer_port: int = 0
+
+
+@dataclass
+class Reply:
+    """The provider's answer. `hang` holds each request unanswered until the stand-in stops (30 s
+    at most), `drip_seconds` sends the body one byte at a time, `delay_seconds` waits before the
+    status line."""
+
+    status: int = 200
+    body: bytes = b"{}"
+    headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "application/json"})
+    hang: bool = False
+    drip_seconds: float = 0.0
+    delay_seconds: float = 0.0  # before the status line
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client closing a kept-alive connection is normal here, not worth a traceback."""
+
+
+class ProviderServer:
+    """A provider on 127.0.0.1: records every request and answers with `reply`."""
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.reply = Reply()
+        self.released = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                server.requests.append(
+                    Recorded(
+                        self.command,
+                        self.path,
+                        dict(self.headers.items()),
+                        body,
+                        self.client_address[1],
+                    )
+                )
+                reply = server.reply
+                if reply.delay_seconds and server.released.wait(reply.delay_seconds):
+                    return
+                if reply.hang:
+                    server.released.wait(30)
+                    return
+                self.send_response(reply.status)
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                if self.command == "HEAD":
+                    return
+                if reply.drip_seconds:
+                    for byte in reply.body:
+                        if server.released.wait(reply.drip_seconds):
+                            return
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                else:
+                    self.wfile.write(reply.body)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    def start(self) -> ProviderServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.released.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def answer(self, status: int = 200, body: Any = None, **reply: Any) -> None:
+        if body is None:
+            body = b"{}"
+        if not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+        self.reply = Reply(status=status, body=body, **reply)
+
+
+class GitHubStandIn:
+    """GitHub's REST API as far as `/user`, on 127.0.0.1: answers `GET /user` with a user when
+    the bearer token is one of `keys` (and echoes the token in the answer, as a careless API
+    might, so that a reader sees credvault redact it), `401 Bad credentials` for another token,
+    and `404 Not Found` elsewhere, with GitHub's JSON shapes."""
+
+    def __init__(self, keys: set[str]) -> None:
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+                if self.path.split("?", 1)[0] != "/user":
+                    self.reply(404, {"message": "Not Found", "status": "404"})
+                elif scheme.lower() not in {"bearer", "token"} or token not in stand_in.keys:
+                    self.reply(401, {"message": "Bad credentials", "status": "401"})
+                else:
+                    user = {"login": "octocat", "id": 1, "type": "User", "seen_token": token}
+                    self.reply(200, user)
+
+            def reply(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.keys = keys
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> GitHubStandIn:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 @dataclass
@@ -42,6 +189,26 @@ class TokenRequest:
 
 @dataclass
 class OAuthServer:
+    """An OAuth provider: a consent page, a token URL and an API, as a real provider has them.
+
+    - `GET /authorize`: a consent page with an "Allow" link back to the redirect URI with a code
+      (and the state); the code remembers the PKCE challenge, if one came, and the redirect URI.
+    - `POST /token` (and `POST /refresh`, for a provider that refreshes at a URL of its own):
+      `authorization_code` (the verifier must match the challenge when one came; without a
+      challenge the verifier is not looked at, as a provider without PKCE does) and
+      `refresh_token`; every request is kept (`token_requests`), with its path, form and
+      headers. `refresh_mode` makes refreshes fail (`invalid_grant`, `unavailable`);
+      `refresh_error` answers each refresh with that status and `error` instead
+      (`(200, "bad_client_secret")`, Slack's way), `exchange_error` each code exchange;
+      `rotating` makes each refresh replace the refresh token and kill the old one;
+      `send_refresh_token = False` leaves it out of refresh answers; `refresh_delay` holds each
+      refresh that long; `extra_answer` adds members to every token answer (`instance_url`);
+      `stall_after_rotating` holds each refresh's answer that long after the refresh token was
+      replaced (a provider that rotates, then answers late); `raw_expires_in` is the
+      `expires_in` member of every token answer, as that JSON text exactly (`1e400`).
+    - `GET /api/...`: 200 with the current access token as Bearer, else 401.
+    """
+
     expires_in: int = 3600
     rotating: bool = False
     send_refresh_token: bool = True
