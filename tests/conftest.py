@@ -3,6 +3,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +14,10 @@ from django.test import Client
 from django.utils import timezone
 
 from scripts.harness import listening
+from scripts.stand_ins import OAuthServer, ProviderServer
 from services import checkpoints
 from services.accounts import create_account, issue_token
-from tests.support import Api, ProviderServer
+from tests.support import PUBLIC_URL, Api
 
 # Fixed test keys: `old` first would seal; tests that rotate put `new` first.
 KEY_A = base64.b64encode(b"A" * 32).decode()
@@ -158,3 +160,55 @@ def provider_server(settings) -> Iterator[ProviderServer]:
     )
     yield server
     server.stop()
+
+
+@pytest.fixture
+def stand_in(settings) -> Iterator[OAuthServer]:
+    """An OAuth provider on 127.0.0.1 (scripts/stand_ins.py) as the authorization server and the
+    API of github, zoom, slack, salesforce and figma (figma refreshing at a URL of its own),
+    with credvault's public URL PUBLIC_URL."""
+    server = OAuthServer().start()
+    settings.CREDVAULT_PUBLIC_URL = PUBLIC_URL
+    urls = {"authorize": f"{server.url}/authorize", "token": f"{server.url}/token"}
+    providers = ("github", "zoom", "slack", "salesforce")
+    settings.CREDVAULT_PROVIDER_OAUTH_URLS = json.dumps(
+        {**dict.fromkeys(providers, urls), "figma": {**urls, "refresh": f"{server.url}/refresh"}}
+    )
+    settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps(
+        dict.fromkeys((*providers, "figma"), f"{server.url}/api")
+    )
+    yield server
+    server.stop()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture
+def browser() -> Iterator:
+    """Headless Chromium at 1400x900, driven by selenium. The test is skipped where selenium
+    (the `dev` extra) or Chromium and its driver (Debian: `apt-get install chromium
+    chromium-driver`) are absent, except that `.ci/run`, which installs Chromium and sets
+    CREDVAULT_REQUIRE_BROWSER=1, fails it without Chromium."""
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="selenium is not installed (the `dev` extra holds it)"
+    )
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    if not (CHROMIUM and CHROMEDRIVER):
+        message = (
+            "Chromium and its driver are not installed (apt-get install chromium chromium-driver)"
+        )
+        if os.environ.get("CREDVAULT_REQUIRE_BROWSER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    options = Options()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,900"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_window_size(1400, 900)
+    yield driver
+    driver.quit()

@@ -1,18 +1,44 @@
-"""Test helpers: an account-API client, marked secrets, and (from scripts/stand_ins.py) a real
-HTTP server on 127.0.0.1 that plays a provider: the test sees each request exactly as the
-provider would."""
+"""Test helpers, one home for every test module (a test module never imports another):
+plain functions and constants. Fixtures are in tests/conftest.py; the stand-ins of providers,
+real HTTP servers on 127.0.0.1, in scripts/stand_ins.py.
+
+- the account API: `Api`, `creds`, `marked`, `assert_problem`, the query counts of its writes;
+- agents and their calls: `put_agent`, `agent_token`, `read`, `call`;
+- OAuth, the account's side: `put_client`, `connect`, `consent`, `callback`,
+  `connected_github`;
+- what is stored: `opened_set`, `store_set`, `agent_with_token`, `CATALOG_ENTRY`;
+- a live server: `database_url`, the raw bytes of a store (`raw_store`, `store_body`);
+- commands and documents: `manage`, `management_commands`.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import secrets
+import subprocess
+import sys
 import time
+import urllib.request
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from scripts.stand_ins import ProviderServer  # noqa: F401 - the tests' provider
+from scripts.stand_ins import OAuthServer
+from services import agents
+from services.audit import Actor
+from services.credentials import credential_set, store_credentials
+from services.crypto import Place, key_ring
+from services.grants import GrantSpec
+from services.masking import Secret
+from services.models import Account, AgentToken, ConnectedService
+
+# --- the account API -------------------------------------------------------------------------
 
 PROBLEM_KEYS = {"type", "title", "status", "detail", "code"}
 
@@ -104,3 +130,213 @@ def audit_change_queries() -> int:
     no statement, the IMMEDIATE transaction holds the lock), then append the event (one
     statement)."""
     return 2 if connection.vendor == "postgresql" else 1
+
+
+# --- agents and their calls ------------------------------------------------------------------
+
+PROXY_PREFIX = "/api/v1/agent/proxy"
+
+
+def put_agent(api: Api, name: str, services: list, *, access: str | None = "read"):
+    """PUT the agent with `services`; a service named by a string gets a grant of `access`
+    (`read` here, for the tests of the plaintext read), or the default grant when None."""
+    if access is not None:
+        services = [{"service": s, "access": access} if isinstance(s, str) else s for s in services]
+    return api.raw("PUT", f"/api/v1/agents/{name}", json.dumps({"services": services}))
+
+
+def agent_token(api: Api, name: str, body: bytes | str = b"", **kwargs) -> str:
+    response = api.raw("POST", f"/api/v1/agents/{name}/tokens", body, **kwargs)
+    assert response.status_code == 201, response.content
+    return response.json()["token"]
+
+
+def read(token: str, service: str):
+    """The agent read of `service` with the agent token `token`."""
+    return Client(raise_request_exception=False).get(
+        f"/api/v1/agent/credentials/{service}", headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+def call(token: str, method: str, service: str, path: str = "/", **options):
+    """The agent's brokered call. `raw` is the request target as sent (RAW_URI, as gunicorn
+    gives it) when it must differ from what the test client makes of `path`."""
+    body = options.pop("body", b"")
+    headers = {"Authorization": f"Bearer {token}", **options.pop("headers", {})}
+    extra = {}
+    if "raw" in options:
+        extra["RAW_URI"] = options.pop("raw")
+    query = options.pop("query", "")
+    return Client(raise_request_exception=False).generic(
+        method,
+        f"{PROXY_PREFIX}/{service}{path}" + (f"?{query}" if query else ""),
+        body,
+        content_type=options.pop("content_type", "application/json"),
+        headers=headers,
+        **extra,
+    )
+
+
+# --- OAuth, the account's side ---------------------------------------------------------------
+
+# credvault's public URL while the OAuth stand-in (the `stand_in` fixture) plays the provider.
+PUBLIC_URL = "http://testserver"
+CLIENT_ID = "client-id-1"
+
+
+def put_client(api: Api, provider: str, secret: str, client_id: str = CLIENT_ID):
+    body = json.dumps({"clientId": client_id, "clientSecret": secret})
+    return api.raw("PUT", f"/api/v1/oauth-clients/{provider}", body)
+
+
+def connect(api: Api, provider: str = "github", body: dict | None = None):
+    return api.raw("POST", f"/api/v1/connect/{provider}", json.dumps(body) if body else b"")
+
+
+def consent(stand_in: OAuthServer, authorize_url: str) -> dict[str, str]:
+    """What the provider sends the browser back with, as its consent page's link holds it."""
+    assert authorize_url.startswith(f"{stand_in.url}/authorize?")
+    with urllib.request.urlopen(authorize_url) as answer:  # noqa: S310 - the loopback stand-in
+        text = answer.read().decode()
+    link = text.split('href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    return {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+
+
+def callback(**params: str):
+    return Client(raise_request_exception=False).get("/oauth/callback", params)
+
+
+def connected_github(alice_api: Api, stand_in: OAuthServer) -> str:
+    """A whole connect: the set stored as `github`; the page's text."""
+    url = connect(alice_api).json()["authorizeUrl"]
+    page = callback(**consent(stand_in, url))
+    assert page.status_code == 200, page.content
+    return page.content.decode()
+
+
+# --- what is stored --------------------------------------------------------------------------
+
+
+def opened_set(service: ConnectedService) -> dict[str, str]:
+    """The stored set of `service`, each field opened: {keyName: value}."""
+    ring = key_ring()
+    return {
+        field.key_name: ring.open(
+            field.key_id,
+            field.ciphertext,
+            Place(service.account_id, service.service, field.key_name, service.generation),
+            field_id=field.pk,
+        ).reveal()
+        for field in service.fields.all()
+    }
+
+
+def store_set(account: Account, service: str, **values: str) -> None:
+    """Store `values` as `account`'s `service`, as a management command does: no request."""
+    fields = [(name, Secret(value)) for name, value in values.items()]
+    store_credentials(
+        actor=Actor.command(account.pk),
+        credentials=credential_set(service=service, fields=fields),
+    )
+
+
+def agent_with_token(account: Account, name: str, services: list[str]) -> AgentToken:
+    """`account`'s agent `name` with the default grant on each of `services`, and a token."""
+    actor = Actor.command(account.pk)
+    agents.put_agent(actor=actor, name=name, services=[GrantSpec(s) for s in services])
+    return agents.issue_agent_token(actor=actor, name=name).issued.token
+
+
+# A valid catalog entry, as catalog.toml spells one: `example`, its api_key checked at /me.
+CATALOG_ENTRY = """
+[[providers]]
+id = "example"
+name = "Example"
+category = "developer"
+base_url = "https://api.example.com"
+[[providers.shapes]]
+key_type = "api_key"
+required = ["api_key"]
+[providers.shapes.check]
+method = "GET"
+path = "/me"
+auth = { type = "bearer", field = "api_key" }
+docs = "https://docs.example.com/me"
+"""
+
+
+# --- a live server ---------------------------------------------------------------------------
+
+
+def database_url() -> str:
+    """The URL of the test database, for a server process started by the test."""
+    db = settings.DATABASES["default"]
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+STORE_PATH = "/api/v1/services/credentials"
+
+
+def raw_store(token: str, body: bytes, *, length: int | None = None, extra: str = "") -> bytes:
+    """A store request as bytes on the wire: `PUT STORE_PATH` declaring `length` (the body's
+    own by default), with the `extra` header lines."""
+    declared = len(body) if length is None else length
+    return (
+        f"PUT {STORE_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {declared}\r\n{extra}\r\n"
+    ).encode() + body
+
+
+def store_body(service: str) -> bytes:
+    return json.dumps({"service": service, "credentials": creds(api_key="v")}).encode()
+
+
+# --- commands and documents ------------------------------------------------------------------
+
+
+def manage(*args: str, **env: str | None) -> subprocess.CompletedProcess:
+    """Run manage.py as a user would, for the exit code. A variable given as None is unset
+    (this process's environment holds what it read from `.env`)."""
+    full_env = {name: value for name, value in {**os.environ, **env}.items() if value is not None}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=Path(settings.BASE_DIR),
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+# The programs that run a management command, as the documents spell them.
+COMMAND_RUNNERS = r"(?:manage\.py|django-admin|credvault-manage|-m django)"
+
+
+def shell_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^ *```sh\n(.*?)^ *```", markdown, re.MULTILINE | re.DOTALL)
+
+
+def shell_commands(markdown: str) -> list[str]:
+    """Each command line of the sh blocks (continuations joined, comments dropped), and each
+    inline code span of the prose."""
+    lines = []
+    for block in shell_blocks(markdown):
+        for line in block.replace("\\\n", " ").splitlines():
+            lines.append(re.sub(r"(^|\s)#.*", "", line).strip())
+    prose = re.sub(r"^ *```.*?^ *```", "", markdown, flags=re.MULTILINE | re.DOTALL)
+    lines.extend(re.findall(r"`([^`\n]+)`", prose))
+    return [line for line in lines if line]
+
+
+def management_commands(markdown: str) -> list[tuple[str, str]]:
+    """(command name, the line naming it) for every management command run in `markdown`."""
+    found = []
+    for line in shell_commands(markdown):
+        for name in re.findall(COMMAND_RUNNERS + r"\s+([^\s;|&)`]+)", line):
+            # Not a placeholder (`django-admin COMMAND`), nor a path the program is copied to.
+            if not name.isupper() and not name.startswith("/"):
+                found.append((name, line))
+    return found

@@ -25,10 +25,8 @@ from services.accounts import (
 )
 from services.agents import delete_agent, issue_agent_token, put_agent
 from services.audit import Actor
-from services.credentials import credential_set, store_credentials
 from services.grants import GrantSpec
 from services.management.listing import live_tokens, token_status
-from services.masking import Secret
 from services.models import (
     Account,
     Agent,
@@ -40,6 +38,7 @@ from services.models import (
     Grant,
 )
 from tests.conftest import KEY_B
+from tests.support import agent_with_token, store_set
 
 CHANGELISTS = {
     "API tokens": "/admin/services/apitoken/",
@@ -91,20 +90,6 @@ def utc(moment: datetime) -> str:
     """A moment as the admin shows it: to the second, in UTC, the zone joined to the time by
     a no-break space (a narrow column wraps between the date and the time only)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S\u00a0UTC")
-
-
-def store(account: Account, service: str, **values: str) -> None:
-    fields = [(name, Secret(value)) for name, value in values.items()]
-    store_credentials(
-        actor=Actor.command(account.pk),
-        credentials=credential_set(service=service, fields=fields),
-    )
-
-
-def agent_with_token(account: Account, name: str, services: list[str]) -> AgentToken:
-    actor = Actor.command(account.pk)
-    put_agent(actor=actor, name=name, services=[GrantSpec(s) for s in services])
-    return issue_agent_token(actor=actor, name=name).issued.token
 
 
 @pytest.fixture
@@ -197,7 +182,7 @@ def test_the_audit_list_is_newest_first_and_names_actions_as_the_api_does(staff,
 
 @pytest.mark.django_db
 def test_every_object_is_titled_by_name_never_by_id_alone(staff, alice):
-    store(alice, "after-rotation", api_key="v")
+    store_set(alice, "after-rotation", api_key="v")
     agent_token = agent_with_token(alice, "bot", ["after-rotation"])
     service = ConnectedService.objects.get()
     event = AuditEvent.objects.filter(action="services.store").get()
@@ -223,7 +208,7 @@ def test_every_object_is_titled_by_name_never_by_id_alone(staff, alice):
 def two_accounts_of_everything(alice, bob):
     """Each account with a service, an agent with a token, and audit events."""
     for account in (alice, bob):
-        store(account, f"{account.name}-svc", api_key="v")
+        store_set(account, f"{account.name}-svc", api_key="v")
         agent_with_token(account, f"{account.name}-bot", [f"{account.name}-svc"])
 
 
@@ -261,9 +246,9 @@ def test_the_grants_inline_shows_each_service_once(staff, alice):
 def test_a_service_page_shows_the_key_id_of_each_field_and_explains_generation(
     staff, alice, settings
 ):
-    store(alice, "custom", api_key="v", client_secret="w")
+    store_set(alice, "custom", api_key="v", client_secret="w")
     settings.CREDVAULT_ENCRYPTION_KEYS = f"rotated:{KEY_B},{settings.CREDVAULT_ENCRYPTION_KEYS}"
-    store(alice, "custom", api_key="v2", client_secret="w2")
+    store_set(alice, "custom", api_key="v2", client_secret="w2")
     service = ConnectedService.objects.get()
     assert service.generation == 2
     assert set(CredentialField.objects.values_list("key_id", flat=True)) == {"rotated"}
@@ -279,8 +264,8 @@ def make_account_with_activity(name: str) -> Account:
     """An account with 2 services, 2 agents (and a deleted one), 2 live account tokens of
     3, and 1 live agent token of 3."""
     account = create_account(name=name)
-    store(account, "github", api_key="v")
-    store(account, "slack", access_token="v")
+    store_set(account, "github", api_key="v")
+    store_set(account, "slack", access_token="v")
     issue_token(account=account)
     issue_token(account=account)
     revoke_token(prefix=issue_token(account=account).token.prefix)

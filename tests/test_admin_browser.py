@@ -9,37 +9,12 @@ chromium chromium-driver`) are absent.
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
-
 import pytest
 from django.contrib.auth.models import User
 
 from scripts.harness import BASE_DIR, Gunicorn, server_env
 from services.models import Account, AgentToken, ApiToken, AuditEvent, ConnectedService
-from tests.test_admin import agent_with_token, store
-from tests.test_faults import database_url
-
-webdriver = pytest.importorskip(
-    "selenium.webdriver", reason="selenium is not installed (the `dev` extra holds it)"
-)
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
-
-@pytest.fixture(autouse=True)
-def _browser_installed() -> None:
-    """Skipped where Chromium is absent, except in `.ci/run`, which installs it and sets
-    CREDVAULT_REQUIRE_BROWSER=1: there its absence is a failure."""
-    if CHROMIUM and CHROMEDRIVER:
-        return
-    message = "Chromium and its driver are not installed (apt-get install chromium chromium-driver)"
-    if os.environ.get("CREDVAULT_REQUIRE_BROWSER") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
-
+from tests.support import agent_with_token, database_url, store_set
 
 PASSWORD = "staff-password"
 LONG_SERVICE = "custom-customer-relationship-manager"
@@ -56,26 +31,11 @@ LISTS = [
 
 
 @pytest.fixture
-def browser() -> Iterator:
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,900"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_window_size(1400, 900)
-    yield driver
-    driver.quit()
-
-
-@pytest.fixture
 def seeded(alice, bob):
     """Long names everywhere a list shows one, and every kind of row."""
     User.objects.create_superuser("staff", "staff@example.com", PASSWORD)
     for account in (alice, bob):
-        store(account, LONG_SERVICE, api_key="v", client_secret="w")
+        store_set(account, LONG_SERVICE, api_key="v", client_secret="w")
         agent_with_token(
             account,
             "nightly-reconciliation-and-reporting-agent",

@@ -9,8 +9,7 @@ import pytest
 
 from services import bearer_tokens
 from services.models import AgentToken, AuditEvent
-from tests.support import assert_problem
-from tests.test_agents import agent_token, put_agent, read
+from tests.support import agent_token, assert_problem, put_agent, read
 
 pytestmark = pytest.mark.django_db
 

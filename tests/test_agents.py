@@ -14,35 +14,24 @@ from django.utils import timezone
 
 from services import audit, bearer_tokens
 from services.models import Agent, AgentToken, AuditEvent, Grant
-from tests.support import Api, assert_problem, audit_record_queries, creds, marked
+from tests.support import (
+    Api,
+    agent_token,
+    assert_problem,
+    audit_record_queries,
+    creds,
+    marked,
+    put_agent,
+    read,
+)
 
 AGENT_TOKEN = re.compile(r"cva_[0-9A-Za-z]{46}")
 SCOPE = 'Bearer realm="credvault", error="insufficient_scope"'
 
 
-def put_agent(api: Api, name: str, services: list, *, access: str | None = "read"):
-    """PUT the agent with `services`; a service named by a string gets a grant of `access`
-    (`read` here, for the tests of the plaintext read), or the default grant when None."""
-    if access is not None:
-        services = [{"service": s, "access": access} if isinstance(s, str) else s for s in services]
-    return api.raw("PUT", f"/api/v1/agents/{name}", json.dumps({"services": services}))
-
-
 def granted(services: list[dict]) -> list[str]:
     """The services of an agent's grants, as a response lists them."""
     return [grant["service"] for grant in services]
-
-
-def agent_token(api: Api, name: str, body: bytes | str = b"", **kwargs) -> str:
-    response = api.raw("POST", f"/api/v1/agents/{name}/tokens", body, **kwargs)
-    assert response.status_code == 201, response.content
-    return response.json()["token"]
-
-
-def read(token: str, service: str):
-    return Client(raise_request_exception=False).get(
-        f"/api/v1/agent/credentials/{service}", headers={"Authorization": f"Bearer {token}"}
-    )
 
 
 @pytest.fixture

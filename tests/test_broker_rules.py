@@ -14,8 +14,9 @@ from django.test import Client
 
 from providers import outbound
 from scripts.harness import Gunicorn, migrated_account, request, server_env
+from scripts.stand_ins import ProviderServer
 from tests.conftest import REDIS_URL, require_local_service
-from tests.support import ProviderServer, assert_problem, creds, marked
+from tests.support import assert_problem, creds, marked
 
 PREFIX = "/api/v1/agent/proxy"
 

@@ -26,23 +26,7 @@ from providers.catalog import (
 from providers.listing import render_table
 from providers.management.commands.render_provider_table import END, PROVIDERS_DOC, START
 from services.masking import Secret
-from tests.support import marked
-
-VALID = """
-[[providers]]
-id = "example"
-name = "Example"
-category = "developer"
-base_url = "https://api.example.com"
-[[providers.shapes]]
-key_type = "api_key"
-required = ["api_key"]
-[providers.shapes.check]
-method = "GET"
-path = "/me"
-auth = { type = "bearer", field = "api_key" }
-docs = "https://docs.example.com/me"
-"""
+from tests.support import CATALOG_ENTRY, marked
 
 CHECKED = [
     (provider, index, shape)
@@ -61,7 +45,7 @@ def test_the_shipped_catalog_loads():
 
 
 def test_a_valid_entry_parses_and_matches_shapes():
-    provider = parse_catalog(VALID)["example"]
+    provider = parse_catalog(CATALOG_ENTRY)["example"]
     assert provider.shapes[0].check.path == "/me"
     assert provider.match(["api_key"]).shape is provider.shapes[0]
     mismatch = provider.match(["token"])
@@ -91,15 +75,15 @@ def test_a_valid_entry_parses_and_matches_shapes():
 )
 def test_an_invalid_entry_names_entry_and_field(change, words):
     old, new = change
-    assert old in VALID
+    assert old in CATALOG_ENTRY
     with pytest.raises(CatalogError) as raised:
-        parse_catalog(VALID.replace(old, new, 1))
+        parse_catalog(CATALOG_ENTRY.replace(old, new, 1))
     assert words in str(raised.value)
 
 
 def test_duplicate_ids_are_refused():
     with pytest.raises(CatalogError, match="appears twice"):
-        parse_catalog(VALID + VALID)
+        parse_catalog(CATALOG_ENTRY + CATALOG_ENTRY)
 
 
 def test_oauth_shapes_take_the_standard_optional_fields():
@@ -123,7 +107,7 @@ OAUTH_SHAPE = """
 key_type = "oauth"
 required = ["access_token"]
 """
-WITH_OAUTH = VALID + OAUTH_SHAPE + OAUTH_BLOCK
+WITH_OAUTH = CATALOG_ENTRY + OAUTH_SHAPE + OAUTH_BLOCK
 
 
 def test_an_oauth_block_parses():
@@ -160,7 +144,7 @@ def test_an_invalid_oauth_block_names_entry_and_field(change, words):
 
 def test_an_oauth_block_needs_an_oauth_shape():
     with pytest.raises(CatalogError, match="needs an oauth shape"):
-        parse_catalog(VALID + OAUTH_BLOCK)
+        parse_catalog(CATALOG_ENTRY + OAUTH_BLOCK)
 
 
 OAUTH_PROVIDERS = {
@@ -199,7 +183,7 @@ def test_the_fifteen_providers_of_contract_12_have_oauth_and_keep_its_rules():
     assert catalog()["microsoft"].oauth.pkce is True
 
 
-PATH_FIELDS_CHECK = VALID.replace(
+PATH_FIELDS_CHECK = CATALOG_ENTRY.replace(
     'required = ["api_key"]', 'required = ["api_key", "account_id"]'
 ).replace('path = "/me"', 'path = "/accounts/{account_id}/me"\npath_fields = ["account_id"]')
 

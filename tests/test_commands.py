@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from io import StringIO
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -20,7 +15,7 @@ from services import audit
 from services.crypto import KeyRing
 from services.models import Account, Agent, AgentToken, ApiToken, AuditEvent, Grant
 from tests.conftest import KEY_A
-from tests.support import Api
+from tests.support import Api, manage
 
 TOKEN = re.compile(r"cvt_[0-9A-Za-z]{46}")
 
@@ -29,21 +24,6 @@ def run(*args: str) -> tuple[str, str]:
     out, err = StringIO(), StringIO()
     call_command(*args, stdout=out, stderr=err)
     return out.getvalue(), err.getvalue()
-
-
-def manage(*args: str, **env: str | None) -> subprocess.CompletedProcess:
-    """Run manage.py as a user would, for the exit code. A variable given as None is unset
-    (this process's environment holds what it read from `.env`)."""
-    full_env = {name: value for name, value in {**os.environ, **env}.items() if value is not None}
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=Path(settings.BASE_DIR),
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.django_db

@@ -18,6 +18,7 @@ import pytest
 from django.core.management import get_commands
 
 from scripts.harness import BASE_DIR
+from tests.support import management_commands
 
 DEPLOY = BASE_DIR / "deploy"
 UNIT = DEPLOY / "credvault.service"
@@ -49,10 +50,6 @@ PRODUCTION_SETTINGS = {
     "CREDVAULT_BIND",
     "WEB_CONCURRENCY",
 }
-# The programs that run a management command, as the documents spell them.
-COMMAND_RUNNERS = r"(?:manage\.py|django-admin|credvault-manage|-m django)"
-
-
 # --- reading the production guide -----------------------------------------------------------
 
 
@@ -60,33 +57,6 @@ def production_section(markdown: str) -> str:
     match = re.search(r"^## Production\n(.*?)(?=^## )", markdown, re.MULTILINE | re.DOTALL)
     assert match, "docs/production.md has no '## Production' section followed by another section"
     return match.group(1)
-
-
-def shell_blocks(markdown: str) -> list[str]:
-    return re.findall(r"^ *```sh\n(.*?)^ *```", markdown, re.MULTILINE | re.DOTALL)
-
-
-def shell_commands(markdown: str) -> list[str]:
-    """Each command line of the sh blocks (continuations joined, comments dropped), and each
-    inline code span of the prose."""
-    lines = []
-    for block in shell_blocks(markdown):
-        for line in block.replace("\\\n", " ").splitlines():
-            lines.append(re.sub(r"(^|\s)#.*", "", line).strip())
-    prose = re.sub(r"^ *```.*?^ *```", "", markdown, flags=re.MULTILINE | re.DOTALL)
-    lines.extend(re.findall(r"`([^`\n]+)`", prose))
-    return [line for line in lines if line]
-
-
-def management_commands(markdown: str) -> list[tuple[str, str]]:
-    """(command name, the line naming it) for every management command run in `markdown`."""
-    found = []
-    for line in shell_commands(markdown):
-        for name in re.findall(COMMAND_RUNNERS + r"\s+([^\s;|&)`]+)", line):
-            # Not a placeholder (`django-admin COMMAND`), nor a path the program is copied to.
-            if not name.isupper() and not name.startswith("/"):
-                found.append((name, line))
-    return found
 
 
 def environment_file(markdown: str) -> tuple[str, dict[str, str]]:

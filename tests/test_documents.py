@@ -13,7 +13,7 @@ import pytest
 from django.core.management import get_commands
 
 from scripts.harness import BASE_DIR
-from tests.test_deploy_files import management_commands
+from tests.support import management_commands
 
 README = BASE_DIR / "README.md"
 CONTRIBUTING = BASE_DIR / "CONTRIBUTING.md"

@@ -12,7 +12,6 @@ import urllib.error
 from collections import Counter, defaultdict
 
 import pytest
-from django.conf import settings as django_settings
 from django.db import connection
 from django.test import Client
 
@@ -24,15 +23,15 @@ from tests.conftest import (
     clear_redis_keys,
     require_local_service,
 )
-from tests.support import assert_problem, creds, elapsed
-
-
-def database_url() -> str:
-    """The URL of the test database, for a server process started by the test."""
-    db = django_settings.DATABASES["default"]
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+from tests.support import (
+    agent_token,
+    assert_problem,
+    creds,
+    database_url,
+    elapsed,
+    put_agent,
+    read,
+)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -61,8 +60,6 @@ def test_an_unreachable_database_is_503_and_recovers_by_itself(alice_api):
 
 @pytest.mark.django_db
 def test_a_missing_key_gives_a_generic_error_and_no_partial_data(alice_api, settings):
-    from tests.test_agents import agent_token, put_agent, read
-
     alice_api.store("custom", creds(first="value-one", second="value-two"))
     put_agent(alice_api, "bot", ["custom"])
     token = agent_token(alice_api, "bot")

@@ -9,6 +9,7 @@ import runpy
 import pytest
 
 from scripts.harness import BASE_DIR, Gunicorn, request, server_env
+from tests.support import database_url
 
 
 def test_a_worker_answers_its_own_errors_as_problems_and_freezes_what_it_loaded(monkeypatch):
@@ -63,8 +64,6 @@ def test_no_instance_opens_a_control_socket(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_head_requests_get_no_body_and_gunicorn_logs_no_warning(alice_account_and_token, tmp_path):
-    from tests.test_faults import database_url
-
     _, token = alice_account_and_token
     log = tmp_path / "gunicorn.log"
     with Gunicorn(server_env(database_url(), LOG_LEVEL="INFO"), workers=1, log=log) as server:

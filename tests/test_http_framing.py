@@ -22,10 +22,7 @@ from django.test import RequestFactory
 from credvault.wsgi import application  # imported here: it sets Django up, logging included
 from scripts.harness import Gunicorn, server_env
 from services.models import ConnectedService
-from tests.support import creds
-from tests.test_faults import database_url
-
-STORE = "/api/v1/services/credentials"
+from tests.support import STORE_PATH, creds, database_url, raw_store, store_body
 
 
 def exchange(port: int, raw: bytes, *, close_write: bool = False, timeout: float = 15) -> tuple:
@@ -67,24 +64,12 @@ def problem(answer: tuple, status: int, code: str) -> dict:
     return document
 
 
-def put(token: str, body: bytes, *, length: int | None = None, extra: str = "") -> bytes:
-    declared = len(body) if length is None else length
-    return (
-        f"PUT {STORE} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {declared}\r\n{extra}\r\n"
-    ).encode() + body
-
-
-def store_body(service: str) -> bytes:
-    return json.dumps({"service": service, "credentials": creds(api_key="v")}).encode()
-
-
 @pytest.mark.django_db
 def test_a_short_body_is_never_processed_in_the_wsgi_application(alice_api, caplog):
     raw = store_body("short")
     environ = dict(
         RequestFactory()
-        .put(STORE, raw, content_type="application/json", headers=alice_api.headers())
+        .put(STORE_PATH, raw, content_type="application/json", headers=alice_api.headers())
         .environ
     )
     environ["CONTENT_LENGTH"] = str(len(raw) + 40)  # the client promised more than it sent
@@ -108,14 +93,16 @@ def server(settings):
 class TestOverRawSockets:
     def test_a_body_that_ends_before_its_length_is_not_stored(self, server, alice_api):
         raw = store_body("truncated")
-        answer = exchange(server.port, put(alice_api.token, raw, length=1000), close_write=True)
+        answer = exchange(
+            server.port, raw_store(alice_api.token, raw, length=1000), close_write=True
+        )
         problem(answer, 400, "bad_request")
         assert not ConnectedService.objects.filter(service="truncated").exists()
         # The same body, framed right, is stored.
-        assert exchange(server.port, put(alice_api.token, raw))[0] == 201
+        assert exchange(server.port, raw_store(alice_api.token, raw))[0] == 201
 
     def test_a_body_held_open_is_cut_off_by_its_deadline(self, server, alice_api):
-        raw = put(alice_api.token, store_body("held")[:13], length=1000)
+        raw = raw_store(alice_api.token, store_body("held")[:13], length=1000)
         with socket.create_connection(("127.0.0.1", server.port), timeout=15) as held:
             held.sendall(raw)
             # The held body holds no worker: the next request is answered while it waits
@@ -132,8 +119,9 @@ class TestOverRawSockets:
 
     def test_an_unfinished_chunked_body_is_cut_off(self, server, alice_api):
         raw = (
-            f"PUT {STORE} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {alice_api.token}"
-            '\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"ser\r\n'
+            f"PUT {STORE_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {alice_api.token}\r\n"
+            'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"ser\r\n'
         ).encode()
         problem(exchange(server.port, raw), 408, "request_timeout")
 
@@ -149,13 +137,13 @@ class TestOverRawSockets:
             ),
             (b"GET /" + b"a" * 6000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "uri_too_long"),
             (
-                b"PUT " + STORE.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+                b"PUT " + STORE_PATH.encode() + b" HTTP/1.1\r\nHost: x\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
                 400,
                 "bad_request",
             ),
             (
-                b"PUT " + STORE.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                b"PUT " + STORE_PATH.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
                 400,
                 "bad_request",

@@ -8,8 +8,7 @@ import json
 import pytest
 
 from services.models import ConnectedService
-from tests.support import assert_problem, creds
-from tests.test_services_api import stored_values
+from tests.support import assert_problem, creds, opened_set
 
 
 @pytest.mark.django_db
@@ -25,10 +24,8 @@ class TestIsolation:
     def test_same_service_is_separate_per_account(self, alice_api, bob_api, alice, bob):
         assert alice_api.store("shared", creds(api_key="alice-value")).status_code == 201
         assert bob_api.store("shared", creds(api_key="bob-value")).status_code == 201
-        assert stored_values(ConnectedService.objects.get(account=alice)) == {
-            "api_key": "alice-value"
-        }
-        assert stored_values(ConnectedService.objects.get(account=bob)) == {"api_key": "bob-value"}
+        assert opened_set(ConnectedService.objects.get(account=alice)) == {"api_key": "alice-value"}
+        assert opened_set(ConnectedService.objects.get(account=bob)) == {"api_key": "bob-value"}
 
     def test_one_account_cannot_remove_the_others_service(self, alice_api, bob_api, alice):
         alice_api.store("private", creds(api_key="a"))

@@ -12,28 +12,23 @@ from django.core.management import call_command
 from django.db import models
 from django.test import Client
 
-from scripts.stand_ins import OAuthServer
 from services.models import CredentialField, OAuthClient
 from services.sealed import KINDS
 from tests.conftest import KEY_A, KEY_B
-from tests.support import assert_problem, creds, marked
-from tests.test_agents import agent_token, put_agent
-from tests.test_oauth import PUBLIC_URL, callback, connect, consent, put_client
+from tests.support import (
+    agent_token,
+    assert_problem,
+    callback,
+    connect,
+    consent,
+    creds,
+    marked,
+    put_agent,
+    put_client,
+)
 
 OLD = f"old:{KEY_A}"
 NEW = f"new:{KEY_B}"
-
-
-@pytest.fixture
-def stand_in(settings):
-    """GitHub's authorization server, on 127.0.0.1."""
-    server = OAuthServer().start()
-    settings.CREDVAULT_PUBLIC_URL = PUBLIC_URL
-    settings.CREDVAULT_PROVIDER_OAUTH_URLS = json.dumps(
-        {"github": {"authorize": f"{server.url}/authorize", "token": f"{server.url}/token"}}
-    )
-    yield server
-    server.stop()
 
 
 def sealed_models() -> set[type[models.Model]]:

@@ -24,7 +24,7 @@ from services.models import (
     CredentialField,
 )
 from services.storage.backends.sqlite.base import IDLE as sqlite_idle_connections
-from tests.support import creds, marked
+from tests.support import agent_token, creds, marked, put_agent, read
 
 
 @pytest.fixture
@@ -139,8 +139,6 @@ def test_admin_pages_show_no_value_ciphertext_or_digest(secrets_everywhere, alic
         needles += [bytes(blob).hex(), bytes(blob)[:16].hex()]
     # An agent with a grant and a token, and a read of a secret by it, so that the agent,
     # agent-token and audit pages have rows to show.
-    from tests.test_agents import agent_token, put_agent, read
-
     put_agent(alice_api, "bot", ["github"])
     token = agent_token(alice_api, "bot")
     assert read(token, "github").status_code == 200

@@ -8,7 +8,6 @@ import hashlib
 import json
 import logging
 import threading
-import urllib.request
 from collections import Counter
 from datetime import timedelta
 from io import StringIO
@@ -20,32 +19,24 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from scripts.stand_ins import OAuthServer
 from services.models import AuditEvent, ConnectedService, OAuthClient, OAuthState
 from services.oauth import refresh as oauth_refresh
-from tests.support import assert_problem, creds, marked
-from tests.test_agents import agent_token, put_agent
-from tests.test_proxy import call
-from tests.test_store_atomicity import opened_set
-
-PUBLIC_URL = "http://testserver"
-CLIENT_ID = "client-id-1"
-
-
-@pytest.fixture
-def stand_in(settings):
-    server = OAuthServer().start()
-    settings.CREDVAULT_PUBLIC_URL = PUBLIC_URL
-    urls = {"authorize": f"{server.url}/authorize", "token": f"{server.url}/token"}
-    providers = ("github", "zoom", "slack", "salesforce")
-    settings.CREDVAULT_PROVIDER_OAUTH_URLS = json.dumps(
-        {**dict.fromkeys(providers, urls), "figma": {**urls, "refresh": f"{server.url}/refresh"}}
-    )
-    settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps(
-        dict.fromkeys((*providers, "figma"), f"{server.url}/api")
-    )
-    yield server
-    server.stop()
+from tests.support import (
+    CLIENT_ID,
+    PUBLIC_URL,
+    agent_token,
+    assert_problem,
+    call,
+    callback,
+    connect,
+    connected_github,
+    consent,
+    creds,
+    marked,
+    opened_set,
+    put_agent,
+    put_client,
+)
 
 
 @pytest.fixture
@@ -54,36 +45,6 @@ def client_secret(alice_api):
     response = put_client(alice_api, "github", secret)
     assert response.status_code == 201, response.content
     return secret
-
-
-def put_client(api, provider: str, secret: str, client_id: str = CLIENT_ID):
-    body = json.dumps({"clientId": client_id, "clientSecret": secret})
-    return api.raw("PUT", f"/api/v1/oauth-clients/{provider}", body)
-
-
-def connect(api, provider: str = "github", body: dict | None = None):
-    return api.raw("POST", f"/api/v1/connect/{provider}", json.dumps(body) if body else b"")
-
-
-def consent(stand_in: OAuthServer, authorize_url: str) -> dict[str, str]:
-    """What the provider sends the browser back with, as its consent page's link holds it."""
-    assert authorize_url.startswith(f"{stand_in.url}/authorize?")
-    with urllib.request.urlopen(authorize_url) as answer:  # noqa: S310 - the loopback stand-in
-        text = answer.read().decode()
-    link = text.split('href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
-    return {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
-
-
-def callback(**params: str):
-    return Client(raise_request_exception=False).get("/oauth/callback", params)
-
-
-def connected_github(alice_api, stand_in) -> str:
-    """A whole connect: the set stored as `github`; the page's text."""
-    url = connect(alice_api).json()["authorizeUrl"]
-    page = callback(**consent(stand_in, url))
-    assert page.status_code == 200, page.content
-    return page.content.decode()
 
 
 @pytest.mark.django_db

@@ -14,14 +14,13 @@ import pytest
 from scripts.harness import BASE_DIR, Gunicorn, request, server_env
 from scripts.stand_ins import OAuthServer
 from services.models import AuditEvent, ConnectedService
-from tests.test_admin_browser import _browser_installed, browser  # noqa: F401 - fixtures
-from tests.test_faults import database_url
+from tests.support import database_url
 
 SCREENSHOTS = BASE_DIR / "var" / "screenshots" / "oauth"
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_person_connects_github_in_a_browser(alice_account_and_token, browser):  # noqa: F811
+def test_a_person_connects_github_in_a_browser(alice_account_and_token, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait

@@ -14,36 +14,21 @@ from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from providers import catalog as catalog_module
 from providers import outbound
+from scripts.stand_ins import ProviderServer
 from services.models import AgentToken, AuditEvent
-from tests.support import ProviderServer, creds, marked
-from tests.test_agents import agent_token, put_agent
-from tests.test_catalog import VALID
-
-PREFIX = "/api/v1/agent/proxy"
-
-
-def call(token: str, method: str, service: str, path: str = "/", **options):
-    """The agent's call. `raw` is the request target as sent (RAW_URI, as gunicorn gives it)
-    when it must differ from what the test client makes of `path`."""
-    body = options.pop("body", b"")
-    headers = {"Authorization": f"Bearer {token}", **options.pop("headers", {})}
-    extra = {}
-    if "raw" in options:
-        extra["RAW_URI"] = options.pop("raw")
-    query = options.pop("query", "")
-    return Client(raise_request_exception=False).generic(
-        method,
-        f"{PREFIX}/{service}{path}" + (f"?{query}" if query else ""),
-        body,
-        content_type=options.pop("content_type", "application/json"),
-        headers=headers,
-        **extra,
-    )
+from tests.support import (
+    CATALOG_ENTRY,
+    PROXY_PREFIX,
+    agent_token,
+    call,
+    creds,
+    marked,
+    put_agent,
+)
 
 
 @pytest.fixture
@@ -209,7 +194,7 @@ def test_every_traversal_and_smuggling_spelling_is_refused_with_nothing_sent(
     github, provider_server, spelling
 ):
     _, token = github
-    response = call(token, "GET", "github", "/x", raw=f"{PREFIX}/github{spelling}")
+    response = call(token, "GET", "github", "/x", raw=f"{PROXY_PREFIX}/github{spelling}")
     assert response.status_code == 400, spelling
     assert response.json()["code"] == "invalid_proxy_path"
     assert provider_server.requests == []
@@ -220,7 +205,7 @@ def test_every_traversal_and_smuggling_spelling_is_refused_with_nothing_sent(
 @pytest.mark.django_db
 def test_an_encoded_slash_in_the_service_segment_is_refused(github, provider_server):
     _, token = github
-    response = call(token, "GET", "github", "/user", raw=f"{PREFIX}/git%2Fhub/user")
+    response = call(token, "GET", "github", "/user", raw=f"{PROXY_PREFIX}/git%2Fhub/user")
     assert response.status_code == 400
     assert provider_server.requests == []
 
@@ -446,8 +431,8 @@ class TestAuditAndSecrets:
 
 @pytest.mark.django_db
 class TestTheExtraCatalog:
-    # The catalog tests' valid entry, as an operator's internal API.
-    ENTRY = VALID.replace('id = "example"', 'id = "internal-billing"')
+    # A valid catalog entry, as an operator's internal API.
+    ENTRY = CATALOG_ENTRY.replace('id = "example"', 'id = "internal-billing"')
 
     @pytest.fixture
     def extra(self, settings, tmp_path):

@@ -11,7 +11,7 @@ from django.db import OperationalError
 from django.test import Client
 
 from services import credentials
-from tests.support import assert_problem, creds, marked
+from tests.support import agent_token, assert_problem, creds, marked, put_agent, read
 
 
 @pytest.mark.django_db
@@ -57,7 +57,6 @@ def test_a_moved_ciphertext_is_a_500_whose_log_names_the_row(alice_api, caplog):
     """A value that does not open: the error names the row (table, id, key id, account,
     service, keyName) in the log, never a byte of the value; the answer names nothing."""
     from services.models import CredentialField
-    from tests.test_agents import agent_token, put_agent, read
 
     secret, other = marked("moved"), marked("target")
     alice_api.store("source", creds(api_key=secret))

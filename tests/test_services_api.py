@@ -7,22 +7,10 @@ import re
 
 import pytest
 
-from services.crypto import Place, key_ring
 from services.models import ConnectedService, CredentialField
-from tests.support import assert_problem, creds
+from tests.support import assert_problem, creds, opened_set
 
 RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
-
-
-def stored_values(service: ConnectedService) -> dict[str, str]:
-    ring = key_ring()
-    values = {}
-    for field in service.fields.all():
-        place = Place(service.account_id, service.service, field.key_name, service.generation)
-        values[field.key_name] = ring.open(
-            field.key_id, field.ciphertext, place, field_id=field.pk
-        ).reveal()
-    return values
 
 
 @pytest.mark.django_db
@@ -57,7 +45,7 @@ class TestStore:
         assert body["keyType"] == "api_key"
         assert RFC3339_UTC.fullmatch(body["connectedAt"])
         service = ConnectedService.objects.get(account=alice, service="github")
-        assert stored_values(service) == {"api_key": "ghp_value"}
+        assert opened_set(service) == {"api_key": "ghp_value"}
         assert service.generation == 1
 
     def test_store_replaces_every_field(self, alice_api, alice):
@@ -65,7 +53,7 @@ class TestStore:
         response = alice_api.store("custom", creds(api_key="only"))
         assert response.status_code == 200
         service = ConnectedService.objects.get(account=alice, service="custom")
-        assert stored_values(service) == {"api_key": "only"}
+        assert opened_set(service) == {"api_key": "only"}
         assert service.generation == 2
         assert CredentialField.objects.filter(connected_service=service).count() == 1
 
@@ -78,7 +66,7 @@ class TestStore:
         assert alice_api.store("custom", creds(b="new-b", c="new-c", d="new-d")).status_code == 200
         service.refresh_from_db()
         assert service.generation == 2
-        assert stored_values(service) == {"b": "new-b", "c": "new-c", "d": "new-d"}
+        assert opened_set(service) == {"b": "new-b", "c": "new-c", "d": "new-d"}
         now = dict(service.fields.values_list("key_name", "id"))
         assert now["b"] == kept["b"]
         assert now["c"] == kept["c"]
@@ -103,7 +91,7 @@ class TestStore:
         spaced = "  padded value \t"
         alice_api.store("custom", creds(private_key=pem, api_key=spaced))
         service = ConnectedService.objects.get(account=alice, service="custom")
-        assert stored_values(service) == {"private_key": pem, "api_key": spaced}
+        assert opened_set(service) == {"private_key": pem, "api_key": spaced}
 
     def test_catalog_provider_requires_its_shape(self, alice_api, alice):
         response = alice_api.store("github", creds(token="x"))

@@ -16,9 +16,7 @@ from django.db import connections
 from providers import outbound
 from scripts.harness import Gunicorn, request, server_env
 from scripts.stand_ins import ProviderServer
-from tests.support import creds
-from tests.test_faults import database_url
-from tests.test_http_framing import STORE, put, store_body
+from tests.support import STORE_PATH, creds, database_url, raw_store, store_body
 
 # How long a probe may wait for its answer. Not a speed target: the held requests below wait
 # far longer (until released), so an answer at all shows that they hold no worker.
@@ -52,9 +50,9 @@ def test_one_worker_answers_while_bodies_are_held_and_a_provider_is_slow(alice_a
     with Gunicorn(env, workers=1) as server:
         held = []
         for framing in (
-            put(alice_api.token, store_body("held")[:13], length=1000),
+            raw_store(alice_api.token, store_body("held")[:13], length=1000),
             (
-                f"PUT {STORE} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                f"PUT {STORE_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
                 f"{alice_api.token}\r\nContent-Type: application/json\r\n"
                 'Transfer-Encoding: chunked\r\n\r\n5\r\n{"ser\r\n'
             ).encode(),

@@ -11,10 +11,10 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from services.crypto import KeyRing, Place, key_ring
+from services.crypto import KeyRing
 from services.models import ConnectedService, CredentialField
 from services.storage import queries
-from tests.support import Api, assert_problem, creds
+from tests.support import Api, assert_problem, creds, opened_set
 
 
 def snapshot() -> tuple[list, list]:
@@ -23,19 +23,6 @@ def snapshot() -> tuple[list, list]:
         CredentialField.objects.order_by("pk").values_list("pk", "key_name", "ciphertext")
     )
     return services, [(pk, name, bytes(blob)) for pk, name, blob in fields]
-
-
-def opened_set(service: ConnectedService) -> dict[str, str]:
-    ring = key_ring()
-    return {
-        field.key_name: ring.open(
-            field.key_id,
-            field.ciphertext,
-            Place(service.account_id, service.service, field.key_name, service.generation),
-            field_id=field.pk,
-        ).reveal()
-        for field in service.fields.all()
-    }
 
 
 @pytest.mark.django_db

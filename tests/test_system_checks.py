@@ -8,7 +8,7 @@ import secrets
 import pytest
 
 from tests.conftest import KEY_B, TEST_AUDIT_KEYS, TEST_KEYS
-from tests.test_commands import manage
+from tests.support import manage
 
 
 class TestSystemChecks:

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from providers.catalog import catalog
-from tests.support import ProviderServer, assert_problem, creds, elapsed, marked
+from scripts.stand_ins import ProviderServer
+from tests.support import assert_problem, creds, elapsed, marked
 
 pytestmark = pytest.mark.django_db
 
