@@ -1,6 +1,6 @@
 """The house's layering, read from the source: no import cycle among the project's modules,
-`providers` knows nothing of `services`, and the business rules import nothing of the HTTP
-layer (`services/api/`)."""
+`providers` knows nothing of `services`, the business rules import nothing of the HTTP
+layer (`services/api/`), and no test module imports another."""
 
 from __future__ import annotations
 
@@ -128,3 +128,40 @@ def test_the_business_rules_import_nothing_of_the_http_layer():
         if not name.startswith(allowed)
     }
     assert {name: found for name, found in leaks.items() if found} == {}
+
+
+def is_test_module(name: str) -> bool:
+    return name.startswith("tests.") and name.rpartition(".")[2].startswith("test_")
+
+
+def test_no_test_module_imports_another():
+    """Helpers live in tests/support.py, fixtures in tests/conftest.py and the stand-ins of
+    providers in scripts/stand_ins.py: a test module imports nothing from another (a test or a
+    fixture imported is collected again where it lands), and the scripts nothing of the tests."""
+    modules = {
+        module_name(path): path
+        for folder in ("tests", "scripts")
+        for path in (BASE_DIR / folder).rglob("*.py")
+    }
+    known = set(modules)
+    found = {}
+    for name, path in modules.items():
+        imported = imports_of(path, name, known)
+        if name.startswith("scripts"):
+            found[name] = sorted(target for target in imported if target.startswith("tests"))
+        else:
+            found[name] = sorted(target for target in imported if is_test_module(target))
+    assert {name: targets for name, targets in found.items() if targets} == {}
+
+
+def test_an_import_of_a_test_module_is_found(tmp_path):
+    path = tmp_path / "test_new.py"
+    path.write_text(
+        "from tests.test_agents import put_agent\n\ndef f():\n    from . import test_proxy\n"
+    )
+    known = {"tests", "tests.support", "tests.test_agents", "tests.test_proxy"}
+    imported = imports_of(path, "tests.test_new", known)
+    assert {name for name in imported if is_test_module(name)} == {
+        "tests.test_agents",
+        "tests.test_proxy",
+    }
