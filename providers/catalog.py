@@ -517,7 +517,7 @@ def _parse_api_host(
     return ApiHost(field, tuple(_parse_api_host_pattern(p, where) for p in patterns))
 
 
-def _parse_provider(raw: Any, position: int) -> Provider:
+def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provider:
     where = f"providers[{position}]"
     if not isinstance(raw, dict):
         raise _fail(where, "must be a table")
@@ -554,7 +554,7 @@ def _parse_provider(raw: Any, position: int) -> Provider:
         raise _fail(where, "an `oauth` block needs an oauth shape to store its sets")
     api_host = _parse_api_host(raw, where, shapes)
     try:
-        sensitive, sensitive_none = parse_sensitive(raw, where)
+        sensitive, sensitive_none = parse_sensitive(raw, where, operator=operator)
     except SensitiveError as exc:
         raise _fail(where, str(exc)) from None
     return Provider(
@@ -575,7 +575,9 @@ def _parse_provider(raw: Any, position: int) -> Provider:
 def parse_catalog(
     text: str, *, source: str = CATALOG_PATH.name, operator: bool = False
 ) -> dict[str, Provider]:
-    """The providers of one catalog file's text; `source` names it in errors."""
+    """The providers of one catalog file's text; `source` names it in errors. `operator` marks
+    the operator's own entries (CREDVAULT_EXTRA_CATALOG), which may leave out `sensitive` and
+    `sensitive_none` (providers/sensitive.py)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -586,7 +588,7 @@ def parse_catalog(
     providers: dict[str, Provider] = {}
     for position, raw in enumerate(entries):
         try:
-            provider = _parse_provider(raw, position)
+            provider = _parse_provider(raw, position, operator=operator)
         except CatalogError as exc:
             raise CatalogError(f"{source}: {exc}") from None
         if provider.id in providers:

@@ -14,6 +14,10 @@ In the catalog, each provider either lists them or says why it has none:
 
     sensitive_none = "why the API has no such endpoint, with the page that says so"
 
+Every provider credvault ships gives one or the other: an empty list is a decision written in
+the entry, never an entry nobody considered. An operator's entry (CREDVAULT_EXTRA_CATALOG) may
+leave both out: its API is the operator's own, and so is the judgement of its endpoints.
+
 A path pattern matches a request's path, and everything below it, segment by segment, without
 regard to case (a provider that matches paths without case must not offer a way around it),
 each segment judged by its part before a `;` (servers that drop path parameters).
@@ -62,18 +66,27 @@ class SensitiveEndpoint:
 
 
 def parse_sensitive(
-    raw: Mapping[str, Any], where: str
+    raw: Mapping[str, Any], where: str, *, operator: bool = False
 ) -> tuple[tuple[SensitiveEndpoint, ...], str]:
     """A provider entry's `sensitive` list and its `sensitive_none` reason. Raises
-    SensitiveError naming the field."""
+    SensitiveError naming the field.
+
+    A built-in entry must give exactly one: at least one `sensitive` entry, or a `sensitive_none`
+    sentence saying why the API has none. An operator's entry (`operator`: loaded from
+    CREDVAULT_EXTRA_CATALOG) may give neither, since its API is the operator's own."""
     entries = raw.get("sensitive", [])
     none = raw.get("sensitive_none", "")
     if not isinstance(entries, list):
         raise SensitiveError("`sensitive` must be a list of tables")
-    if not isinstance(none, str):
+    if not isinstance(none, str) or ("sensitive_none" in raw and not none.strip()):
         raise SensitiveError("`sensitive_none` must be a sentence")
     if entries and none:
         raise SensitiveError("give `sensitive` or `sensitive_none`, not both")
+    if not entries and not none and not operator:
+        raise SensitiveError(
+            "list the endpoints that create, reveal or widen a credential in `sensitive`, "
+            "or say why there are none in `sensitive_none`"
+        )
     return tuple(_parse_entry(entry, f"sensitive[{i}]") for i, entry in enumerate(entries)), none
 
 
