@@ -168,75 +168,80 @@ def expect(what: str, actual: Any, expected: Any) -> None:
 
 
 def walk(w: Walk) -> tuple[int, int]:
-    """The walk-through of the docs, step by step; (audit pages, audit events) read at the end."""
-    entry, body = w.model("CredentialEntry"), w.model("CredentialInput")
+    """The walk-through of the docs, section by section, in order; (audit pages, audit events)
+    read at the end."""
+    list_test_and_store(w)
+    refused_stores(w)
+    list_providers(w)
+    token = agent_and_token(w)
+    agent_reads_and_refused_calls(w, token)
+    grant_changes(w, token)
+    service_and_agent_removed(w, token)
+    token_revoked(w)
+    oauth_client_and_connect(w)
+    return audit_pages(w)
 
-    def credentials(service: str, **values: str) -> Any:
-        return body(
-            service=service,
-            credentials=[entry(key_name=name, value=value) for name, value in values.items()],
-        )
 
-    expect("services at first", w.call("services", "list_services", 200, "ListedService"), [])
-
-    result = w.call(
-        "services",
-        "verify_credentials",
-        200,
-        "VerificationResult",
-        body=credentials("github", api_key="ghp_example"),
+def credentials(w: Walk, service: str, **values: str) -> Any:
+    """The body of a store or a test: `service` with `values` by keyName."""
+    entry = w.model("CredentialEntry")
+    return w.model("CredentialInput")(
+        service=service,
+        credentials=[entry(key_name=name, value=value) for name, value in values.items()],
     )
+
+
+def read_grant(w: Walk, service: str) -> Any:
+    """An agent's body with a grant that also allows the plaintext read of `service` (a
+    service alone is a brokered grant)."""
+    grant = w.model("GrantInput")(service=service, access=w.model("GrantAccess")("read"))
+    return w.model("AgentInput")(services=[grant])
+
+
+def list_test_and_store(w: Walk) -> None:
+    """The list, empty; a test of a refused key and of a service outside the catalog; a store,
+    its replacement and an OAuth set; the list again."""
+    expect("services at first", w.call("services", "list_services", 200, "ListedService"), [])
+    github = credentials(w, "github", api_key="ghp_example")
+    result = w.call("services", "verify_credentials", 200, "VerificationResult", body=github)
     expect(
         "test of a refused key",
         (result.ok, result.verified, result.reason),
         (False, False, w.model("VerificationReason")("rejected")),
     )
-    result = w.call(
-        "services",
-        "verify_credentials",
-        200,
-        "VerificationResult",
-        body=credentials("My Internal API", api_key="k-123"),
-    )
+    internal = credentials(w, "My Internal API", api_key="k-123")
+    result = w.call("services", "verify_credentials", 200, "VerificationResult", body=internal)
     expect(
         "test outside the catalog",
         (result.ok, result.verified, str(result.reason)),
         (True, False, "no_verifier"),
     )
-
-    stored = w.call(
-        "services",
-        "store_credentials",
-        201,
-        "ConnectedService",
-        body=credentials("GitHub", api_key="ghp_example"),
-    )
+    spelled = credentials(w, "GitHub", api_key="ghp_example")
+    stored = w.call("services", "store_credentials", 201, "ConnectedService", body=spelled)
     expect("stored service", (stored.service, str(stored.key_type)), ("github", "api_key"))
-    w.call(
-        "services",
-        "store_credentials",
-        200,
-        "ConnectedService",
-        body=credentials("github", api_key="ghp_example"),
-    )
+    w.call("services", "store_credentials", 200, "ConnectedService", body=github)
+    oauth_set = {"access_token": "xoxp-example", "refresh_token": "xoxe-example"}
     slack = w.call(
         "services",
         "store_credentials",
         201,
         "ConnectedService",
-        body=credentials("slack", access_token="xoxp-example", refresh_token="xoxe-example"),  # noqa: S106
+        body=credentials(w, "slack", **oauth_set),
     )
     expect("OAuth keyType", str(slack.key_type), "oauth")
     listed = w.call("services", "list_services", 200, "ListedService")
     expect("services listed", [s.service for s in listed], ["github", "slack"])
     expect("services' status", [str(s.status) for s in listed], ["connected", "connected"])
 
+
+def refused_stores(w: Walk) -> None:
+    """Verify on store refusing a rejected key, and a store refused for its service name."""
     refused = w.problem(
         "services",
         "store_credentials",
         422,
         "verification_failed",
-        body=credentials("openai", api_key="sk-example"),
+        body=credentials(w, "openai", api_key="sk-example"),
         verify="required",
     )
     expect("verify on store, reason", str(refused.reason), "rejected")
@@ -245,35 +250,29 @@ def walk(w: Walk) -> tuple[int, int]:
         "store_credentials",
         400,
         "invalid_service",
-        body=credentials("../etc", api_key="x"),
+        body=credentials(w, "../etc", api_key="x"),
     )
     expect("field of the refused store", [e.field for e in invalid.errors], ["service"])
 
+
+def list_providers(w: Walk) -> None:
     providers = w.call("providers", "list_providers", 200, "Provider")
     expect("providers listed", len(providers) > 0, True)
 
-    # A grant that also allows the plaintext read (a service alone is a brokered grant).
-    reading_github = w.model("AgentInput")(
-        services=[w.model("GrantInput")(service="github", access=w.model("GrantAccess")("read"))]
-    )
+
+def agent_and_token(w: Walk) -> str:
+    """The agent report-bot with a read grant on github, listed; a token of it, listed. Returns
+    the token."""
     agent = w.call(
-        "agents",
-        "put_agent",
-        201,
-        "Agent",
-        name="report-bot",
-        body=reading_github,
+        "agents", "put_agent", 201, "Agent", name="report-bot", body=read_grant(w, "github")
     )
     expect(
         "agent's grants",
         [(g.service, str(g.access), list(map(str, g.methods)), g.paths) for g in agent.services],
         [("github", "read", ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"], ["/"])],
     )
-    expect(
-        "agents listed",
-        [a.name for a in w.call("agents", "list_agents", 200, "Agent")],
-        ["report-bot"],
-    )
+    agents = w.call("agents", "list_agents", 200, "Agent")
+    expect("agents listed", [a.name for a in agents], ["report-bot"])
     issued = w.call(
         "agent_tokens",
         "issue_agent_token",
@@ -284,15 +283,15 @@ def walk(w: Walk) -> tuple[int, int]:
     )
     tokens = w.call("agent_tokens", "list_agent_tokens", 200, "AgentTokenInfo", name="report-bot")
     expect("agent's tokens", [t.prefix for t in tokens], [issued.prefix])
+    return issued.token
 
-    agent_client = w.client(issued.token)
+
+def agent_reads_and_refused_calls(w: Walk, token: str) -> None:
+    """The agent reads github; the account's token may not; a brokered call of a service the
+    agent has no grant for is refused, with each method, and nothing is sent."""
+    agent = w.client(token)
     read = w.call(
-        "agent",
-        "agent_read_credentials",
-        200,
-        "AgentCredentials",
-        service="github",
-        client=agent_client,
+        "agent", "agent_read_credentials", 200, "AgentCredentials", service="github", client=agent
     )
     expect(
         "agent read",
@@ -300,7 +299,6 @@ def walk(w: Walk) -> tuple[int, int]:
         [("api_key", "ghp_example")],
     )
     w.problem("agent", "agent_read_credentials", 403, "insufficient_scope", service="github")
-    # A brokered call of a service the agent has no grant for: refused, nothing sent.
     for method in ("get", "post", "put", "patch", "delete"):
         w.problem(
             "agent",
@@ -309,44 +307,29 @@ def walk(w: Walk) -> tuple[int, int]:
             "not_granted",
             service="gitlab",
             path="user",
-            client=agent_client,
+            client=agent,
         )
 
-    w.call(
-        "agents",
-        "put_agent",
-        200,
-        "Agent",
-        name="report-bot",
-        body=w.model("AgentInput")(services=[]),
-    )
+
+def grant_changes(w: Walk, token: str) -> None:
+    """The read refused once the grant is gone, then while the grant is a brokered one; the
+    read grant put back."""
+    agent = w.client(token)
+    no_grant = w.model("AgentInput")(services=[])
+    w.call("agents", "put_agent", 200, "Agent", name="report-bot", body=no_grant)
+    w.problem("agent", "agent_read_credentials", 403, "not_granted", service="github", client=agent)
+    brokered = w.model("AgentInput")(services=["github"])
+    w.call("agents", "put_agent", 200, "Agent", name="report-bot", body=brokered)
     w.problem(
-        "agent", "agent_read_credentials", 403, "not_granted", service="github", client=agent_client
+        "agent", "agent_read_credentials", 403, "read_not_granted", service="github", client=agent
     )
-    w.call(
-        "agents",
-        "put_agent",
-        200,
-        "Agent",
-        name="report-bot",
-        body=w.model("AgentInput")(services=["github"]),
-    )
-    w.problem(
-        "agent",
-        "agent_read_credentials",
-        403,
-        "read_not_granted",
-        service="github",
-        client=agent_client,
-    )
-    w.call(
-        "agents",
-        "put_agent",
-        200,
-        "Agent",
-        name="report-bot",
-        body=reading_github,
-    )
+    w.call("agents", "put_agent", 200, "Agent", name="report-bot", body=read_grant(w, "github"))
+
+
+def service_and_agent_removed(w: Walk, token: str) -> None:
+    """The service removed (then unknown), so the read finds nothing; the agent deleted (then
+    unknown), so its token is refused."""
+    agent = w.client(token)
     w.call("services", "remove_service", 204, None, service="github")
     w.problem("services", "remove_service", 404, "service_not_connected", service="github")
     w.problem(
@@ -355,27 +338,19 @@ def walk(w: Walk) -> tuple[int, int]:
         404,
         "service_not_connected",
         service="github",
-        client=agent_client,
+        client=agent,
     )
     w.call("agents", "delete_agent", 204, None, name="report-bot")
     w.problem(
-        "agent",
-        "agent_read_credentials",
-        401,
-        "invalid_token",
-        service="github",
-        client=agent_client,
+        "agent", "agent_read_credentials", 401, "invalid_token", service="github", client=agent
     )
     w.problem("agents", "delete_agent", 404, "agent_not_found", name="report-bot")
 
-    w.call(
-        "agents",
-        "put_agent",
-        201,
-        "Agent",
-        name="nightly",
-        body=w.model("AgentInput")(services=["slack"]),
-    )
+
+def token_revoked(w: Walk) -> None:
+    """A second agent's token, revoked: refused at once."""
+    slack_only = w.model("AgentInput")(services=["slack"])
+    w.call("agents", "put_agent", 201, "Agent", name="nightly", body=slack_only)
     spare = w.call("agent_tokens", "issue_agent_token", 201, "AgentToken", name="nightly")
     w.call("agent_tokens", "revoke_agent_token", 204, None, name="nightly", prefix=spare.prefix)
     w.problem(
@@ -387,18 +362,14 @@ def walk(w: Walk) -> tuple[int, int]:
         client=w.client(spare.token),
     )
 
-    # OAuth: a client, a connect link, the list, the client removed.
-    w.call(
-        "oauth",
-        "put_oauth_client",
-        201,
-        "OAuthClient",
-        provider="github",
-        body=w.model("OAuthClientInput")(
-            client_id="walk-client",
-            client_secret="walk-secret",  # noqa: S106 - a throwaway server's test value
-        ),
+
+def oauth_client_and_connect(w: Walk) -> None:
+    """An OAuth client, the list, a connect link; the client removed, so a connect is refused."""
+    client = w.model("OAuthClientInput")(
+        client_id="walk-client",
+        client_secret="walk-secret",  # noqa: S106 - a throwaway server's test value
     )
+    w.call("oauth", "put_oauth_client", 201, "OAuthClient", provider="github", body=client)
     w.call("oauth", "list_oauth_clients", 200, "OAuthClient")
     link = w.call(
         "oauth", "connect", 201, "Connect", provider="github", body=w.model("ConnectInput")()
@@ -414,6 +385,9 @@ def walk(w: Walk) -> tuple[int, int]:
         body=w.model("ConnectInput")(),
     )
 
+
+def audit_pages(w: Walk) -> tuple[int, int]:
+    """Every audit event, five a page, newest first and without a gap; (pages, events)."""
     seen: list[int] = []
     cursor: dict[str, str] = {}
     pages = 0
