@@ -249,6 +249,18 @@ class Provider:
     def per_customer(self) -> bool:
         return self.base_url is None
 
+    @property
+    def placement_headers(self) -> tuple[tuple[str, str], ...]:
+        """The named headers its credential placements use, with their prefixes: where an SDK
+        of the provider puts its key (`x-api-key`, `PRIVATE-TOKEN`, `Authorization: Bot `)."""
+        return tuple(
+            dict.fromkeys(
+                (shape.check.auth.header, shape.check.auth.prefix)
+                for shape in self.shapes
+                if shape.check is not None and shape.check.auth.type == "header"
+            )
+        )
+
     def match(self, key_names: Iterable[str]) -> ShapeMatch:
         names = frozenset(key_names)
         best: ShapeMatch | None = None

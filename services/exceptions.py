@@ -131,6 +131,11 @@ class TooManyCallsInFlight(ProblemError):
         )
 
 
+class AmbiguousCredentials(ProblemError):
+    default_code = "ambiguous_credentials"
+    default_detail = "The request carries two different tokens; send one."
+
+
 class InvalidProxyPath(ProblemError):
     default_code = "invalid_proxy_path"
     default_detail = (

@@ -5,6 +5,15 @@ looked up by its SHA-256 digest: one indexed query joined to its account (and ag
 `last_used_at` is written at most once a minute per token. Every refusal has the same body and
 challenge. A valid token of the other kind is 403 `insufficient_scope`.
 
+The account API reads the token of `Authorization: Bearer` only. The agent API reads an agent
+token wherever a provider's SDK puts its key, so that the SDK works unchanged with the agent
+token in place of the key: `Authorization` with the scheme `Bearer` or `token` (any case),
+`Authorization: Basic` as the user name or the password (the other part empty or `x`), and,
+on a brokered call, the header that the service's credential placement uses (`x-api-key` for
+Anthropic, `PRIVATE-TOKEN` for GitLab, ...). Two different tokens in one request are 400
+`ambiguous_credentials`. The headers that carried it are noted in the request's context, so
+that none of them is sent on.
+
 An accepted token becomes the request's `Principal` (`request.user` and
 `request.context.principal`); a known token refused as revoked or expired leaves its principal
 in the context too, so that the refusal is audited to its account.
@@ -12,6 +21,9 @@ in the context too, so that the refusal is audited to its account.
 
 from __future__ import annotations
 
+import base64
+import binascii
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.db.models import Q
@@ -21,9 +33,11 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
+from providers import catalog
+from providers.identifiers import InvalidIdentifier, normalize_service
 from services import bearer_tokens
 from services.api.context import Principal
-from services.exceptions import REALM, InsufficientScope
+from services.exceptions import REALM, AmbiguousCredentials, InsufficientScope
 from services.models import AgentToken, ApiToken
 from services.storage import queries
 from services.storage.queries import ACCOUNT_TOKEN, AGENT_TOKEN, StoredToken
@@ -51,6 +65,63 @@ def bearer_token(request: Request) -> str | None:
         return parts[1].decode("ascii")
     except UnicodeDecodeError:
         return ""
+
+
+def _header(request: Request, name: str) -> str:
+    return request.META.get("HTTP_" + name.upper().replace("-", "_"), "")
+
+
+def _from_basic(credentials: bytes) -> str:
+    """The token of a Basic pair: the user name or the password, the other part empty or `x`;
+    '' otherwise."""
+    try:
+        user, _, password = base64.b64decode(credentials, validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
+    if password in ("", "x") and user:
+        return user
+    if user in ("", "x") and password:
+        return password
+    return ""
+
+
+def agent_token(
+    request: Request, *, placement_headers: Iterable[tuple[str, str]] = ()
+) -> tuple[str | None, frozenset[str]]:
+    """The agent token a request carries, and the lower-case names of the headers that carried
+    it: the token, '' when a header was malformed, None when there is none. Raises
+    AmbiguousCredentials for two different tokens. `placement_headers` are (name, prefix)
+    pairs of a brokered call's credential placement."""
+    found: dict[str, set[str]] = {}
+    malformed = False
+    parts = _header(request, "Authorization").encode(HTTP_HEADER_ENCODING, "replace").split()
+    scheme = parts[0].lower() if parts else b""
+    if scheme in (b"bearer", b"token", b"basic"):
+        token = ""
+        if len(parts) == 2:
+            try:
+                token = _from_basic(parts[1]) if scheme == b"basic" else parts[1].decode("ascii")
+            except UnicodeDecodeError:
+                token = ""
+        if token:
+            found.setdefault(token, set()).add("authorization")
+        else:
+            malformed = True
+    for name, prefix in placement_headers:
+        if name.lower() == "authorization" and scheme in (b"bearer", b"token", b"basic"):
+            continue  # read above, by its scheme
+        value = _header(request, name)
+        if not value or not value.lower().startswith(prefix.lower()):
+            continue
+        token = value[len(prefix) :].strip()
+        if token:
+            found.setdefault(token, set()).add(name.lower())
+    if len(found) > 1:
+        raise AmbiguousCredentials()
+    if found:
+        [(token, carriers)] = found.items()
+        return token, frozenset(carriers)
+    return ("" if malformed else None), frozenset()
 
 
 def find_token(raw: str) -> StoredToken | None:
@@ -95,8 +166,12 @@ class _TokenAuthentication(BaseAuthentication):
 
     kind: str
 
+    def token_of(self, request: Request) -> str | None:
+        """The token the request carries: '' when malformed, None when absent."""
+        return bearer_token(request)
+
     def authenticate(self, request: Request) -> tuple[Principal, None] | None:
-        raw = bearer_token(request)
+        raw = self.token_of(request)
         if raw is None:
             return None
         token = find_token(raw)
@@ -124,6 +199,25 @@ class AccountTokenAuthentication(_TokenAuthentication):
 
 
 class AgentTokenAuthentication(_TokenAuthentication):
-    """`request.user` is the Principal of an agent token (with its agent)."""
+    """`request.user` is the Principal of an agent token (with its agent), read wherever an
+    SDK puts its key (`agent_token`)."""
 
     kind = AGENT_TOKEN
+
+    def token_of(self, request: Request) -> str | None:
+        token, carriers = agent_token(request, placement_headers=self.placement_headers(request))
+        request.context.token_headers = carriers
+        return token
+
+    def placement_headers(self, request: Request) -> Iterable[tuple[str, str]]:
+        """On a brokered call (a view with `reads_placement_headers`), the headers of the
+        service's credential placement; elsewhere none."""
+        context = request.parser_context or {}
+        if not getattr(context.get("view"), "reads_placement_headers", False):
+            return ()
+        service = context.get("kwargs", {}).get("service", "")
+        try:
+            provider = catalog.get(normalize_service(service))
+        except InvalidIdentifier:
+            return ()
+        return provider.placement_headers if provider is not None else ()

@@ -63,6 +63,8 @@ class RequestContext:
     # A brokered call's method and path as sent, for the event of its refusal.
     method: str = ""
     path: str = ""
+    # The headers that carried an agent token (lower case): never sent on to a provider.
+    token_headers: frozenset[str] = frozenset()
 
     @classmethod
     def for_request(cls, request: HttpRequest) -> RequestContext:

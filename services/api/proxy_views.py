@@ -43,10 +43,12 @@ def raw_path(request: ApiRequest, service: str) -> str:
 
 
 def agent_headers(request: ApiRequest) -> dict[str, str]:
+    """The agent's headers (lower-case names), less those that carried its token."""
+    carriers = request.context.token_headers
     headers = {
-        key[5:].replace("_", "-").lower(): value
+        name: value
         for key, value in request.META.items()
-        if key.startswith("HTTP_")
+        if key.startswith("HTTP_") and (name := key[5:].replace("_", "-").lower()) not in carriers
     }
     if request.META.get("CONTENT_TYPE"):
         headers["content-type"] = request.META["CONTENT_TYPE"]
@@ -109,6 +111,8 @@ class ProxyView(AuditedAPIView):
     """The agent API's brokered call: agent tokens only, its own rate per token."""
 
     authentication_classes = [AgentTokenAuthentication]
+    # The agent token may come in the header of the service's credential placement.
+    reads_placement_headers = True
     throttle_classes = [ProxyRateThrottle]
     http_method_names = list(METHODS)
     operations = dict.fromkeys(METHODS, Operation.PROXY_CALL)
