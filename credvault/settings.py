@@ -243,7 +243,10 @@ LOGGING = {
         # credvault.audit (every audit event and checkpoint as one JSON line) has no entry: it
         # reaches the root's handler at INFO, beside the access log. Add an entry for it here
         # to send it elsewhere (a file, a SIEM's handler).
-        # urllib3 logs request lines with their URLs at DEBUG; a URL can hold a key.
+        # urllib3 logs request lines with their URLs at DEBUG, and a malformed answer's URL and
+        # lines at WARNING; a URL (Telegram's path) or an echoed line can hold a key. Whatever
+        # the level, each of its loggers withholds its records' arguments and exceptions
+        # (providers/outbound.py, WithheldArguments).
         "urllib3": {"level": "WARNING"},
     },
 }

@@ -15,9 +15,23 @@ verification check, a brokered call, an OAuth token request) goes through here.
   deadline is an entry in the process's one deadline thread (`providers.deadlines`), not a
   thread per call. A name lookup is waited for only until the deadline (a literal address is
   not looked up). At most `max_answer` bytes of an answer are read.
-- **Pooled.** Each worker keeps its connections to each destination open for the next call
-  (keep-alive, at most POOL_CONNECTIONS idle per destination and POOL_DESTINATIONS
-  destinations), so that a call costs one request, not a new TCP and TLS handshake.
+- **Pooled, and only after an exact answer.** Each worker keeps its connections open for the
+  next call (keep-alive, at most POOL_CONNECTIONS idle per pool and POOL_KEYS pools), so that a
+  call costs one request, not a new TCP and TLS handshake. A pool serves one destination and
+  one `pool_key` (a brokered call's account and service): a connection that a call left in a
+  doubtful state can only ever carry the same account's calls to the same service. A
+  connection goes back to its pool only when its answer ended exactly where its framing
+  (Content-Length or chunked) said and nothing was read after it; otherwise it is closed.
+- **Well-formed answers only.** An answer whose head is malformed is refused
+  (`Failure.BAD_ANSWER`) before its body is read, and its connection closed: a
+  Transfer-Encoding other than `chunked`, a Content-Length that does not say one length, a
+  control character anywhere in the head (a bare CR included, which the header parser would
+  take for the end of a line), a header name that is not a token, a line that does not parse.
+  No GET, HEAD or OPTIONS request carries a body (a provider may read one as the start of
+  another request).
+- **Silent libraries.** urllib3's log records keep their words but lose their arguments and
+  their exception: a URL (Telegram's token is in its path), a header, a malformed answer's
+  lines can each hold a credential.
 
 Every failure is an `OutboundError` of one kind; its text never holds a URL, a header or
 anything the exception of the library said.
@@ -25,32 +39,37 @@ anything the exception of the library said.
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
+import logging
 import os
+import re
 import socket
 import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
+from functools import lru_cache, partial
 from urllib.parse import urlsplit
 
 import certifi
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.exceptions import HeaderParsingError
+from urllib3.util.response import assert_header_parsing
 
 from providers.addresses import is_public
 from providers.deadlines import deadlines
 
 POOL_CONNECTIONS = 8
-POOL_DESTINATIONS = 64
+POOL_KEYS = 128
 LOOKUP_THREADS = 8
 READ_CHUNK = 64 * 1024
 
@@ -60,6 +79,7 @@ class Failure(StrEnum):
     TOO_LARGE = "too_large"
     UNAVAILABLE = "unavailable"
     ADDRESS_REFUSED = "address_refused"
+    BAD_ANSWER = "bad_answer"
 
 
 class OutboundError(Exception):
@@ -201,9 +221,122 @@ class Watchdog:
 current_watchdog: ContextVar[Watchdog | None] = ContextVar("credvault_watchdog", default=None)
 
 
+# --- the answer: well-formed, and exactly framed ---------------------------------------------
+
+# In an answer's head: a control character other than HTAB, or a CR that does not end a line.
+_CONTROL_IN_HEAD = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)")
+# In a header value as the agent would receive it (RFC 9110 5.5: VCHAR, obs-text, SP, HTAB).
+_CONTROL_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# A header name (RFC 9110 5.6.2 token).
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+class _HeadRecorder:
+    """The answer's reader while its head is read: each line is kept as it came, so that a
+    control character is seen before the header parser splits a line at a bare CR."""
+
+    def __init__(self, reader) -> None:
+        self.reader = reader
+        self.lines: list[bytes] = []
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self.reader.readline(limit)
+        self.lines.append(line)
+        return line
+
+    def __getattr__(self, name: str):
+        return getattr(self.reader, name)
+
+
+def _sound_head(lines: list[bytes], message: http.client.HTTPMessage) -> bool:
+    """Whether an answer's head can be passed on and its framing trusted: no control character
+    (nor a bare CR) in any line, every line parsed, every name a token, a Transfer-Encoding of
+    `chunked` alone if any, and a Content-Length that says one length if any."""
+    if _CONTROL_IN_HEAD.search(b"".join(lines)):
+        return False
+    try:
+        assert_header_parsing(message)
+    except HeaderParsingError:
+        return False
+    if not all(_TOKEN.fullmatch(name) for name in message):
+        return False
+    codings = [
+        token.strip().lower()
+        for value in message.get_all("transfer-encoding") or ()
+        for token in value.split(",")
+    ]
+    if codings and codings != ["chunked"]:
+        return False
+    lengths = {
+        token.strip()
+        for value in message.get_all("content-length") or ()
+        for token in value.split(",")
+    }
+    return not lengths or (len(lengths) == 1 and lengths.pop().isdigit())
+
+
+def _more_after(reader, sock: socket.socket) -> bool:
+    """Whether anything follows an answer that has ended: bytes already read into `reader`'s
+    buffer, or waiting on the socket. Looked at without waiting."""
+    try:
+        timeout = sock.gettimeout()
+        sock.settimeout(0)
+    except OSError:
+        return True
+    try:
+        return bool(reader.peek(1))
+    except ssl.SSLWantReadError:  # a TLS socket with nothing to read
+        return False
+    except (OSError, ValueError):
+        return True
+    finally:
+        with suppress(OSError):
+            sock.settimeout(timeout)
+
+
+class FramedAnswer(http.client.HTTPResponse):
+    """An answer read from a pooled connection, which it closes unless it ended exactly:
+    anything read or waiting after the end its framing says, both Content-Length and chunked,
+    or a refused head. A head `_sound_head` refuses raises OutboundError(BAD_ANSWER) before a
+    byte of the body is read (http.client then closes the answer, urllib3 the connection)."""
+
+    def __init__(self, sock, *args, connection: HTTPConnection, **kwargs) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self._sock = sock
+        self._connection = connection
+        self.doubtful = False
+
+    def begin(self) -> None:
+        recorder = _HeadRecorder(self.fp)
+        self.fp = recorder
+        try:
+            super().begin()
+        finally:
+            if self.fp is recorder:
+                self.fp = recorder.reader
+        if not _sound_head(recorder.lines, self.msg):
+            self.doubtful = True
+            raise OutboundError(Failure.BAD_ANSWER)
+        # Both framings: the answer is read as chunked (RFC 9112 6.3), the connection not kept.
+        self.doubtful = "transfer-encoding" in self.msg and "content-length" in self.msg
+
+    # http.client calls this where the answer ends as its framing says (and on close).
+    def _close_conn(self) -> None:
+        reader = self.fp
+        if reader is not None and not self.doubtful:
+            self.doubtful = _more_after(reader, self._sock)
+        super()._close_conn()
+        if self.doubtful:
+            self._connection.close()
+
+
 class _WatchedConnectionMixin:
     """A connection whose socket the current call's watchdog watches: a new one as it is
-    opened, a pooled one as it sends its next request."""
+    opened, a pooled one as it sends its next request. Its answers are FramedAnswers."""
+
+    @property
+    def response_class(self):
+        return partial(FramedAnswer, connection=self)
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()  # type: ignore[misc]
@@ -259,23 +392,25 @@ def tls_context() -> ssl.SSLContext:
 
 
 class _Pools:
-    """This worker's connection pools, one per destination and address, least recently used
-    dropped beyond POOL_DESTINATIONS."""
+    """This worker's connection pools, one per destination, address and pool key (whose calls
+    a connection may carry), least recently used dropped beyond POOL_KEYS."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pools: OrderedDict[tuple, urllib3.HTTPConnectionPool] = OrderedDict()
 
-    def get(self, destination: Destination, address: str) -> urllib3.HTTPConnectionPool:
-        key = (destination.scheme, destination.host, destination.port, address)
+    def get(
+        self, destination: Destination, address: str, key: Hashable = ()
+    ) -> urllib3.HTTPConnectionPool:
+        pool_key = (destination.scheme, destination.host, destination.port, address, key)
         with self._lock:
-            pool = self._pools.get(key)
+            pool = self._pools.get(pool_key)
             if pool is not None:
-                self._pools.move_to_end(key)
+                self._pools.move_to_end(pool_key)
                 return pool
             pool = self._new(destination, address)
-            self._pools[key] = pool
-            while len(self._pools) > POOL_DESTINATIONS:
+            self._pools[pool_key] = pool
+            while len(self._pools) > POOL_KEYS:
                 _, dropped = self._pools.popitem(last=False)
                 dropped.close()
             return pool
@@ -309,6 +444,56 @@ class _Pools:
 pools = _Pools()
 
 
+# --- what the library logs -------------------------------------------------------------------
+
+# A %-style conversion of a log format (`%s`, `%d`, `%(name)r`, ...), or `%%`.
+_CONVERSION = re.compile(r"%(\([^)]*\))?[#0 +\-]*(\*|\d+)?(\.(\*|\d+))?[hlL]?([diouxXeEfFgGcrsa%])")
+
+
+class WithheldArguments(logging.Filter):
+    """A record of urllib3 keeps its own words (its format) and level, but every argument of
+    the format reads `[withheld]` and its exception is dropped: urllib3 puts the request's URL
+    (Telegram's token is in its path), a certificate, or a malformed answer's lines and the
+    exception that names them there. Installed on each of urllib3's loggers, since a logger's
+    filter sees only its own records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        words = record.msg if isinstance(record.msg, str) else type(record.msg).__name__
+        record.msg = _CONVERSION.sub(
+            lambda match: "%" if match.group(5) == "%" else "[withheld]", words
+        )
+        record.args = ()
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+URLLIB3_LOGGERS = (
+    "urllib3",
+    "urllib3.connection",
+    "urllib3.connectionpool",
+    "urllib3.contrib.emscripten.response",
+    "urllib3.contrib.pyopenssl",
+    "urllib3.contrib.socks",
+    "urllib3.http2.connection",
+    "urllib3.poolmanager",
+    "urllib3.response",
+    "urllib3.util.retry",
+)
+
+
+def withhold_library_arguments() -> None:
+    """Put WithheldArguments on every logger of urllib3 (once each), those that exist now and
+    those its modules create when they are imported."""
+    existing = [name for name in logging.root.manager.loggerDict if name.startswith("urllib3.")]
+    for name in {*URLLIB3_LOGGERS, *existing}:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, WithheldArguments) for f in logger.filters):
+            logger.addFilter(WithheldArguments())
+
+
+withhold_library_arguments()
+
+
 # --- the call -------------------------------------------------------------------------------
 
 # What runs before every request waits on its provider. The services app gives the request's
@@ -323,6 +508,11 @@ def before_waiting(hook: Callable[[], None]) -> None:
         _before_waiting.append(hook)
 
 
+# Methods whose requests carry no body (RFC 9110 9.3.1, 9.3.2, 9.3.7): a provider may read one
+# sent anyway as the start of the next request on the connection.
+BODILESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 def send(
     *,
     destination: Destination,
@@ -332,13 +522,20 @@ def send(
     body: bytes | None,
     timeout: float,
     max_answer: int,
+    pool_key: Hashable = (),
 ) -> Answer:
     """Send one request to `destination` (`target`: the path under its host, with the query)
-    and read its answer within `timeout` seconds. Raises OutboundError."""
+    and read its answer within `timeout` seconds. Raises OutboundError.
+
+    `pool_key` says whose calls the connection may carry afterwards: a brokered call gives its
+    account and service; `()`, the destination's shared pool, is for requests credvault
+    composes whole (a verification check, an OAuth token request)."""
+    if body and method.upper() in BODILESS_METHODS:
+        raise ValueError("a GET, HEAD or OPTIONS request carries no body")
 
     def exchange(watchdog: Watchdog) -> Answer:
         address = address_for(destination, seconds=watchdog.remaining())
-        pool = pools.get(destination, address)
+        pool = pools.get(destination, address, pool_key)
         response = pool.urlopen(
             method,
             target,
@@ -352,7 +549,14 @@ def send(
             timeout=urllib3.Timeout(connect=watchdog.remaining(), read=timeout),
         )
         chunks, size = [], 0
+        headers_out = list(response.headers.iteritems())
         try:
+            if not all(
+                _TOKEN.fullmatch(name) and not _CONTROL_IN_VALUE.search(value)
+                for name, value in headers_out
+            ):
+                # What is passed on, folded lines joined: a line folded at a bare LF keeps it.
+                raise OutboundError(Failure.BAD_ANSWER)
             for chunk in response.stream(READ_CHUNK):
                 size += len(chunk)
                 if size > max_answer:
@@ -361,7 +565,6 @@ def send(
         except BaseException:
             response.close()  # never back to the pool with an unread answer on it
             raise
-        headers_out = [(name, value) for name, value in response.headers.iteritems()]
         response.release_conn()
         return Answer(response.status, headers_out, b"".join(chunks))
 

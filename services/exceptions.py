@@ -145,6 +145,14 @@ class InvalidProxyPath(ProblemError):
     )
 
 
+class InvalidProxyRequest(ProblemError):
+    default_code = "invalid_proxy_request"
+    default_detail = (
+        "A GET, HEAD or OPTIONS request cannot carry a body through the proxy: a provider may "
+        "read it as the start of another request."
+    )
+
+
 class NotProxyable(ProblemError):
     status_code = status.HTTP_409_CONFLICT
     default_code = "not_proxyable"
@@ -167,6 +175,16 @@ class UpstreamUnavailable(ProblemError):
     status_code = status.HTTP_502_BAD_GATEWAY
     default_code = "upstream_unavailable"
     default_detail = "The provider could not be reached."
+
+
+class UpstreamBadAnswer(ProblemError):
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "upstream_bad_answer"
+    default_detail = (
+        "The provider's answer is malformed (a Transfer-Encoding other than chunked, a header "
+        "that holds a control character or does not parse, or a Content-Length that does not "
+        "say one length): it was not passed on."
+    )
 
 
 class ReauthorizationRequired(ProblemError):

@@ -651,11 +651,12 @@ def _serve_own_hosts(tmp_path, monkeypatch, *, loopback_is_public: bool):
     monkeypatch.setattr(
         outbound.pools,
         "get",
-        lambda destination, address: real_get(
+        lambda destination, address, key=(): real_get(
             dataclasses.replace(destination, port=port)
             if destination.host in names and destination.port == 443
             else destination,
             address,
+            key,
         ),
     )
     if loopback_is_public:

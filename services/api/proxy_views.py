@@ -11,6 +11,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
+from providers import outbound
 from services import credentials
 from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AuditedAPIView
@@ -22,7 +23,12 @@ from services.audit import Operation
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
 from services.broker.paths import MAX_PATH_LENGTH
-from services.exceptions import InvalidProxyPath, PathNotFound, PayloadTooLarge
+from services.exceptions import (
+    InvalidProxyPath,
+    InvalidProxyRequest,
+    PathNotFound,
+    PayloadTooLarge,
+)
 
 METHODS = ("get", "head", "post", "put", "patch", "delete")
 
@@ -56,10 +62,15 @@ def agent_headers(request: ApiRequest) -> dict[str, str]:
 
 
 def proxy_body(request: ApiRequest) -> bytes:
+    """The body sent on: at most CREDVAULT_PROXY_MAX_BODY bytes, and none on GET, HEAD or
+    OPTIONS, whose requests carry no body: a provider that does not read one takes it for the
+    start of the next request on the connection."""
     most = int(settings.CREDVAULT_PROXY_MAX_BODY)
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if (declared.isdigit() and int(declared) > most) or len(request.body) > most:
         raise PayloadTooLarge(f"The body is larger than {most} bytes.")
+    if request.body and request.method in outbound.BODILESS_METHODS:
+        raise InvalidProxyRequest()
     return request.body
 
 
@@ -82,11 +93,13 @@ def _documented(method: str):
         tags=["agent"],
         description="credvault adds the stored credential and passes back the provider's "
         "status, headers (less Set-Cookie and hop-by-hop) and body, every injected value "
-        "replaced by [REDACTED]. 400 invalid_proxy_path; 403 not_granted (no grant, or the "
+        "replaced by [REDACTED]. 400 invalid_proxy_path, or invalid_proxy_request (a body on "
+        "GET or HEAD); 403 not_granted (no grant, or the "
         "method or path outside it); 404 service_not_connected; 409 not_proxyable (no API "
         "address or credential placement for the service); 413 over "
-        "CREDVAULT_PROXY_MAX_BODY; 502 upstream_unavailable or upstream_too_large; 504 "
-        "upstream_timeout.",
+        "CREDVAULT_PROXY_MAX_BODY; 502 upstream_unavailable, upstream_too_large or "
+        "upstream_bad_answer (a malformed answer: a Transfer-Encoding other than chunked, a "
+        "header with a control character); 504 upstream_timeout.",
         request=None,
         responses={
             (200, "*/*"): OpenApiResponse(

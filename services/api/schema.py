@@ -30,6 +30,7 @@ BODY_LIMIT = f"{MAX_BODY_BYTES // 1024} KiB"
 PROBLEM_DESCRIPTIONS = {
     400: "Invalid body, parameter or identifier (malformed_json, invalid_request with "
     "`errors`, invalid_service), a path a brokered call cannot take (invalid_proxy_path), a "
+    "body on a brokered GET or HEAD (invalid_proxy_request), a "
     "Host header this server does not serve "
     "(invalid_request), or a malformed HTTP message: a body that ended before its "
     "Content-Length, a bad chunk or request line, chunked with a Content-Length "
@@ -67,8 +68,10 @@ PROBLEM_DESCRIPTIONS = {
     "CREDVAULT_PROXY_MAX_CONCURRENT (rate_limited); see Retry-After.",
     500: "Internal error (internal_error), with no detail of the cause.",
     502: "A brokered call got no usable answer: the provider could not be reached or its "
-    "address is not a public one (upstream_unavailable), or its answer is over "
-    "CREDVAULT_PROXY_MAX_RESPONSE (upstream_too_large).",
+    "address is not a public one (upstream_unavailable), its answer is over "
+    "CREDVAULT_PROXY_MAX_RESPONSE (upstream_too_large), or its answer is malformed: a "
+    "Transfer-Encoding other than chunked, a header that holds a control character or does "
+    "not parse (upstream_bad_answer).",
     503: "The database cannot be reached (service_unavailable), or an OAuth set's token URL "
     "could not be reached to refresh it (provider_unavailable; nothing changed).",
     504: "A brokered call's provider did not answer within CREDVAULT_PROXY_TIMEOUT "

@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from providers import outbound
 from services.broker.headers import header_tokens
 from services.broker.redaction import redact
-from services.exceptions import UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
+from services.exceptions import (
+    UpstreamBadAnswer,
+    UpstreamTimeout,
+    UpstreamTooLarge,
+    UpstreamUnavailable,
+)
 
 # Headers of the provider's answer that never reach the agent.
 DROPPED_ANSWER_HEADERS = frozenset(
@@ -60,4 +65,6 @@ def failure(kind: outbound.Failure) -> Exception:
         return UpstreamTooLarge()
     if kind is outbound.Failure.ADDRESS_REFUSED:
         return UpstreamUnavailable("The provider's address is not a public one.")
+    if kind is outbound.Failure.BAD_ANSWER:
+        return UpstreamBadAnswer()
     return UpstreamUnavailable()

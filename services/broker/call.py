@@ -115,7 +115,7 @@ def _call_provider(
     methods: set[str],
 ) -> ProxyAnswer:
     used, fields = usable_set(actor=actor, service=service, found=found)
-    answer, sent = _send(provider, fields, request, path)
+    answer, sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
     if (
         answer.status == 401
         and used.key_type == OAUTH
@@ -128,7 +128,7 @@ def _call_provider(
             raise NotGranted()
         _refuse_sensitive(provider, fresh, methods, path)
         _, fields = usable_set(actor=actor, service=service, found=fresh)
-        answer, sent = _send(provider, fields, request, path)
+        answer, sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
     return agents_answer(answer, sent)
 
 
@@ -137,10 +137,13 @@ def _send(
     fields: list[tuple[str, Secret]],
     request: ProxyRequest,
     path: str,
+    *,
+    pool_key: tuple[int, str],
 ) -> tuple[outbound.Answer, tuple[str, ...]]:
     """One request to the provider with the set's credential placed, at the set's API base
-    (a refreshed set may name another host): its answer, and every form the credential was
-    sent in (for the redaction)."""
+    (a refreshed set may name another host), on a connection only this account's calls to
+    this service use (`pool_key`): its answer, and every form the credential was sent in (for
+    the redaction)."""
     destination = destination_for(provider, dict(fields))
     placed = placed_credential(provider, dict(fields))
     target = destination.base_path + placed.path_prefix + encoded(path)
@@ -164,6 +167,7 @@ def _send(
             else None,
             timeout=float(settings.CREDVAULT_PROXY_TIMEOUT),
             max_answer=int(settings.CREDVAULT_PROXY_MAX_RESPONSE),
+            pool_key=pool_key,
         )
     except outbound.OutboundError as exc:
         raise failure(exc.kind) from None
