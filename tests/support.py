@@ -254,6 +254,7 @@ id = "example"
 name = "Example"
 category = "developer"
 base_url = "https://api.example.com"
+sensitive_none = "The example API has no endpoint that creates a credential (https://docs.example.com/api)."
 [[providers.shapes]]
 key_type = "api_key"
 required = ["api_key"]
