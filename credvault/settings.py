@@ -154,6 +154,10 @@ CREDVAULT_TEST_RATE_LIMIT = env.str("CREDVAULT_TEST_RATE_LIMIT", default="30/min
 CREDVAULT_PUBLIC_URL = env.str("CREDVAULT_PUBLIC_URL", default="http://127.0.0.1:8000")
 CREDVAULT_PROVIDER_OAUTH_URLS = env.str("CREDVAULT_PROVIDER_OAUTH_URLS", default="{}")
 CREDVAULT_REFRESH_AHEAD = env.int("CREDVAULT_REFRESH_AHEAD", default=120)
+# Seconds one request to a token URL (a code exchange, a refresh) may take, in all; and how long
+# after a token URL was unavailable a service's refreshes pause (its uses answer 503 at once).
+CREDVAULT_OAUTH_TIMEOUT = env.float("CREDVAULT_OAUTH_TIMEOUT", default=15.0)
+CREDVAULT_REFRESH_RETRY_SECONDS = env.int("CREDVAULT_REFRESH_RETRY_SECONDS", default=30)
 # Seconds a request body may take to arrive, in all (services/api/wsgi.py): then 408.
 CREDVAULT_BODY_TIMEOUT = env.float("CREDVAULT_BODY_TIMEOUT", default=10.0)
 # The keys that sign audit checkpoints (services/checkpoints.py), in the encryption keys' format.

@@ -2,7 +2,7 @@
 requests credvault makes at a token URL (a code exchange, a refresh), through the strict
 outbound client like every other request to a provider (no redirects, bounded, TLS checked).
 
-Knows nothing of accounts: `services/oauth.py` keeps the clients, the states and the sets.
+Knows nothing of accounts: `services/oauth/` keeps the clients, the states and the sets.
 A token answer is classified into the failure classes the lifecycle keeps apart:
 
 - `Refused`: the provider refused the grant (400 or 401 from the token URL, `invalid_grant`
@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -30,6 +31,8 @@ from providers.catalog import OAuth, Provider
 
 USER_AGENT = "credvault"
 MAX_TOKEN_ANSWER = 64 * 1024
+# The longest lifetime a token answer's `expires_in` may state: longer says nothing usable.
+MAX_LIFETIME_SECONDS = 365 * 24 * 3600
 # A token URL's `error` that refuses the client itself, not the person's grant.
 CLIENT_ERRORS = frozenset(
     {
@@ -104,6 +107,7 @@ class TokenAnswer:
 
     access_token: str
     refresh_token: str | None
+    # Seconds, from 0 to MAX_LIFETIME_SECONDS; None when the answer states no usable lifetime.
     expires_in: int | None
     scope: str | None
     token_type: str | None
@@ -246,7 +250,9 @@ def _token_request(
             target=parts.path or "/",
             headers=headers,
             body=urlencode(form).encode("ascii"),
-            timeout=float(settings.CREDVAULT_VERIFY_TIMEOUT),
+            # A token URL's own deadline: a provider that rotates the refresh token and then
+            # answers slowly must still be heard, or the rotated token is lost.
+            timeout=float(settings.CREDVAULT_OAUTH_TIMEOUT),
             max_answer=MAX_TOKEN_ANSWER,
         )
     except outbound.OutboundError:
@@ -285,19 +291,36 @@ def _token_answer(document: Mapping[str, object], *, api_host_field: str) -> Tok
     if not isinstance(access_token, str) or not access_token:
         raise Unavailable()
     refresh_token = document.get("refresh_token")
-    expires_in = document.get("expires_in")
-    try:
-        expires = int(expires_in) if expires_in not in (None, "") else None  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        expires = None
     scope = document.get("scope")
     token_type = document.get("token_type")
     api_host = document.get(api_host_field) if api_host_field else None
     return TokenAnswer(
         access_token=access_token,
         refresh_token=refresh_token if isinstance(refresh_token, str) and refresh_token else None,
-        expires_in=expires,
+        expires_in=lifetime(document.get("expires_in")),
         scope=scope if isinstance(scope, str) else None,
         token_type=token_type if isinstance(token_type, str) else None,
         api_host=api_host if isinstance(api_host, str) and api_host else None,
     )
+
+
+def lifetime(expires_in: object) -> int | None:
+    """A token answer's `expires_in` as whole seconds, or None when it states no usable
+    lifetime: not a number (a JSON number, or a string of one as form-encoded answers hold),
+    not finite, negative, or over MAX_LIFETIME_SECONDS. Never raises: the answer it comes with
+    may hold a refresh token the provider has already rotated, which must be stored."""
+    if isinstance(expires_in, bool):
+        return None
+    if isinstance(expires_in, int):
+        return expires_in if 0 <= expires_in <= MAX_LIFETIME_SECONDS else None
+    if isinstance(expires_in, str):
+        text = expires_in.strip()
+        if not text or len(text) > 32:
+            return None
+        try:
+            expires_in = float(text)
+        except ValueError:
+            return None
+    if not isinstance(expires_in, float) or not math.isfinite(expires_in):
+        return None
+    return int(expires_in) if 0 <= expires_in <= MAX_LIFETIME_SECONDS else None

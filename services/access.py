@@ -2,10 +2,10 @@
 
 `granted_set` reads the agent's grant for a service with the stored set, in one statement;
 `usable_set` opens it, refreshing an OAuth set first when it expires within
-CREDVAULT_REFRESH_AHEAD; `refreshed_set` refreshes a set the provider no longer takes and reads
-the grant again. The agent read (services/agents.py) and the brokered call (services/broker/)
-both go through them, so a grant removed, a service removed or a connection that needs the
-person again is refused the same way on either path.
+CREDVAULT_REFRESH_AHEAD; `refreshed_set` refreshes a set the provider no longer takes (at most
+once a minute per service) and reads the grant again. The agent read (services/agents.py) and
+the brokered call (services/broker/) both go through them, so a grant removed, a service
+removed or a connection that needs the person again is refused the same way on either path.
 """
 
 from __future__ import annotations
@@ -56,16 +56,23 @@ def usable_set(
     ahead = float(settings.CREDVAULT_REFRESH_AHEAD)
     if found.key_type != OAUTH or not refresh_due(dict(fields), ahead=ahead):
         return found, fields
-    fresh = refreshed_set(actor=actor, service=service, generation=found.generation or 0)
+    refresh_service(actor=actor, service=service, generation=found.generation or 0)
+    fresh = _read_again(actor=actor, service=service)
     return fresh, opened(actor=actor, service=service, found=fresh)
 
 
 def refreshed_set(*, actor: Actor, service: str, generation: int) -> GrantedSet:
-    """Refresh the service past `generation` (here, or by waiting for the worker that does),
-    then read the grant and the set again: NotGranted when the grant went meanwhile,
-    ServiceNotConnected when the set did, ReauthorizationRequired when the person must connect
-    again."""
-    refresh_service(actor=actor, service=service, generation=generation)
+    """The provider refused the access token of `generation` (a brokered call answered 401):
+    refresh the service past it (here, or by waiting for the worker that does), then read the
+    grant and the set again. Such a refresh runs at most once a minute per service: within the
+    minute the set read again is the one the provider refused. NotGranted when the grant went
+    meanwhile, ServiceNotConnected when the set did, ReauthorizationRequired when the person
+    must connect again."""
+    refresh_service(actor=actor, service=service, generation=generation, after_401=True)
+    return _read_again(actor=actor, service=service)
+
+
+def _read_again(*, actor: Actor, service: str) -> GrantedSet:
     fresh = granted_set(actor=actor, service=service)
     if fresh is None:
         raise NotGranted()

@@ -118,6 +118,19 @@ def check_oauth_settings(app_configs, **kwargs):
         errors.append(
             Error("CREDVAULT_REFRESH_AHEAD must be 0 or more seconds.", id="credvault.E018")
         )
+    # A use waits for another worker's refresh this long and 10 s more: above 20 s, raise
+    # nginx's proxy_read_timeout too (deploy/nginx.conf: 35 s).
+    if not 0 < settings.CREDVAULT_OAUTH_TIMEOUT <= 60:
+        errors.append(
+            Error("CREDVAULT_OAUTH_TIMEOUT must be above 0 and at most 60.", id="credvault.E020")
+        )
+    if not 1 <= settings.CREDVAULT_REFRESH_RETRY_SECONDS <= 3600:
+        errors.append(
+            Error(
+                "CREDVAULT_REFRESH_RETRY_SECONDS must be at least 1 and at most 3600.",
+                id="credvault.E021",
+            )
+        )
     return errors
 
 

@@ -122,9 +122,15 @@ class ConnectedService(models.Model):
     # The catalog provider an OAuth connect stored this set for (its refresh goes there); empty
     # for a set stored by hand, whose service identifier names the provider, if any.
     oauth_provider = models.CharField(max_length=64, blank=True, default="")
-    # While a worker refreshes this OAuth set (services/oauth.py), until when its claim holds:
-    # one refresh per service at a time, across workers and hosts.
+    # While a worker refreshes this OAuth set (services/oauth/refresh.py), until when its claim
+    # holds: one refresh per service at a time, across workers and hosts.
     refreshing_until = models.DateTimeField(null=True, blank=True, default=None)
+    # After its token URL was unavailable, until when the set's refreshes pause: its uses
+    # answer 503 at once, with no request, on every worker and host.
+    refresh_paused_until = models.DateTimeField(null=True, blank=True, default=None)
+    # When a refresh was last asked for by a 401 (the provider refused the access token): such
+    # a refresh runs at most once a minute per service.
+    forced_refresh_at = models.DateTimeField(null=True, blank=True, default=None)
 
     class Meta:
         ordering = ["account_id", "service"]

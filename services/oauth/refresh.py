@@ -1,18 +1,29 @@
 """Refreshing an OAuth set: one refresh per service at a time, across workers and hosts.
 
 A worker claims the service row in the database (`refreshing_until`, set only where the row is
-still at the generation it read and unclaimed), asks the token URL with no database connection
-held, and stores the answer as the next generation in one transaction, the rotated refresh
-token with it (a provider that sends none: the old one is kept). The others wait for the new
-generation and use it. A refusal of the grant marks `reauthorization_required` (the set stays
-for inspection); a refusal of the client itself (`invalid_client` and the like: the account's
-configuration, which no consent repairs) and an unavailable token URL change nothing.
+still at the generation it read, connected, not paused and unclaimed), asks the token URL with
+no database connection held, and stores the answer as the next generation in one transaction,
+the rotated refresh token with it (a provider that sends none: the old one is kept). The others
+wait for the new generation and use it. A refusal of the grant marks `reauthorization_required`
+(the set stays for inspection); a refusal of the client itself (`invalid_client` and the like:
+the account's configuration, which no consent repairs) changes nothing.
+
+The token URL is asked no more than needed, on every worker and host alike (the row holds it
+all):
+
+- an unavailable token URL pauses the service's refreshes for CREDVAULT_REFRESH_RETRY_SECONDS
+  (`refresh_paused_until`): meanwhile its uses answer 503 at once, without a request;
+- a refresh asked for by a 401 (the provider refused the access token) runs at most once a
+  minute per service (`forced_refresh_at`): within the minute the set stays as it is;
+- the claim is taken only where the row is still connected, so a worker that read the row
+  before another's refusal marked it never asks again: `invalid_grant` costs one request.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -42,18 +53,34 @@ from services.storage.transactions import account_transaction
 # bound and a margin.
 CLAIM_MARGIN_SECONDS = 5.0
 WAIT_STEP_SECONDS = 0.05
+# A refresh asked for by a 401 runs at most once in this many seconds per service: a path that
+# answers 401 whatever the token must not make every call spend a refresh.
+FORCED_REFRESH_SECONDS = 60
 
 
-def refresh_service(*, actor: Actor, service: str, generation: int) -> None:
+def refresh_service(
+    *, actor: Actor, service: str, generation: int, after_401: bool = False
+) -> None:
     """Move the service past `generation` with a refreshed set: by refreshing it here, or by
-    waiting for the worker that does. Raises ReauthorizationRequired,
-    OAuthClientMisconfigured or ProviderUnavailable."""
-    timeout = float(settings.CREDVAULT_VERIFY_TIMEOUT)
+    waiting for the worker that does. `after_401`: the provider refused the set's access
+    token; unless such a refresh of the service ran within FORCED_REFRESH_SECONDS, it runs
+    (else nothing changes, and the set stays as it is). Raises ReauthorizationRequired,
+    OAuthClientMisconfigured or ProviderUnavailable (at once while the service's refreshes
+    pause after an unavailable token URL)."""
+    timeout = float(settings.CREDVAULT_OAUTH_TIMEOUT)
     gives_up = time.monotonic() + timeout + 2 * CLAIM_MARGIN_SECONDS
     while True:
         row = (
             ConnectedService.objects.filter(account_id=actor.account_id, service=service)
-            .values("id", "generation", "status", "oauth_provider")
+            .values(
+                "id",
+                "generation",
+                "status",
+                "oauth_provider",
+                "refreshing_until",
+                "refresh_paused_until",
+                "forced_refresh_at",
+            )
             .first()
         )
         if row is None:
@@ -62,7 +89,18 @@ def refresh_service(*, actor: Actor, service: str, generation: int) -> None:
             return  # another worker stored the next generation: use it
         if row["status"] == ServiceStatus.REAUTHORIZATION_REQUIRED:
             raise ReauthorizationRequired()
-        if _claim(row["id"], generation, seconds=timeout + CLAIM_MARGIN_SECONDS):
+        now = timezone.now()
+        if _later(row["refresh_paused_until"], now):
+            raise _paused(row["refresh_paused_until"], now)
+        if (
+            after_401
+            and _later(row["forced_refresh_at"], now - timedelta(seconds=FORCED_REFRESH_SECONDS))
+            and not _later(row["refreshing_until"], now)
+        ):
+            return  # a 401 refreshed this service within the minute, and none runs now
+        if _claim(
+            row["id"], generation, seconds=timeout + CLAIM_MARGIN_SECONDS, after_401=after_401
+        ):
             _refresh_claimed(
                 actor=actor,
                 service=service,
@@ -78,16 +116,49 @@ def refresh_service(*, actor: Actor, service: str, generation: int) -> None:
         time.sleep(WAIT_STEP_SECONDS)
 
 
-def _claim(service_id: int, generation: int, *, seconds: float) -> bool:
-    """Take the service's refresh: only where it is still at `generation` and no other
-    worker's claim holds. One UPDATE, so two workers never both win."""
+def _later(moment: datetime | None, than: datetime) -> bool:
+    return moment is not None and moment > than
+
+
+def _paused(until: datetime, now: datetime) -> ProviderUnavailable:
+    wait = max(1, math.ceil((until - now).total_seconds()))
+    return ProviderUnavailable(
+        "The provider's token URL could not be reached a moment ago; credvault tries again "
+        f"after {wait} seconds. Nothing was changed.",
+        headers={"Retry-After": str(wait)},
+    )
+
+
+def _claim(service_id: int, generation: int, *, seconds: float, after_401: bool) -> bool:
+    """Take the service's refresh: only where it is still at `generation`, connected (a
+    refusal read by nobody yet still counts), not paused, and no other worker's claim holds;
+    for a refresh a 401 asks for, only where none was asked within FORCED_REFRESH_SECONDS. One
+    UPDATE, so two workers never both win."""
     now = timezone.now()
-    with transaction.atomic():
-        return bool(
-            ConnectedService.objects.filter(pk=service_id, generation=generation)
-            .filter(Q(refreshing_until__isnull=True) | Q(refreshing_until__lt=now))
-            .update(refreshing_until=now + timedelta(seconds=seconds))
+    claimed = (
+        ConnectedService.objects.filter(
+            pk=service_id, generation=generation, status=ServiceStatus.CONNECTED
         )
+        .filter(Q(refreshing_until__isnull=True) | Q(refreshing_until__lt=now))
+        .filter(Q(refresh_paused_until__isnull=True) | Q(refresh_paused_until__lte=now))
+    )
+    changes = {"refreshing_until": now + timedelta(seconds=seconds)}
+    if after_401:
+        since = now - timedelta(seconds=FORCED_REFRESH_SECONDS)
+        claimed = claimed.filter(
+            Q(forced_refresh_at__isnull=True) | Q(forced_refresh_at__lte=since)
+        )
+        changes["forced_refresh_at"] = now
+    with transaction.atomic():
+        return bool(claimed.update(**changes))
+
+
+def _pause(service_id: int) -> None:
+    """The token URL was unavailable: no refresh of the service before the pause ends."""
+    until = timezone.now() + timedelta(seconds=int(settings.CREDVAULT_REFRESH_RETRY_SECONDS))
+    ConnectedService.objects.filter(pk=service_id).update(
+        refreshing_until=None, refresh_paused_until=until
+    )
 
 
 def _release(service_id: int, generation: int) -> None:
@@ -141,6 +212,7 @@ def _refresh_and_store(
             provider, client=client, refresh_token=refresh_token.reveal()
         )
     except provider_oauth.Unavailable:
+        _pause(service_id)
         audit.record(actor, Operation.REFRESH, status=503, service=service, target="unavailable")
         raise ProviderUnavailable() from None
     except provider_oauth.Misconfigured as exc:
