@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/schema", docs.SchemaView.as_view(), name="schema"),
     path("api/docs", docs.DocsView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include("services.api.urls")),
+    path("oauth/start/<str:start_id>", oauth_views.start, name="oauth-start"),
     path("oauth/callback", oauth_views.callback, name="oauth-callback"),
     path("admin/", admin.site.urls),
 ]

@@ -20,6 +20,7 @@ import base64
 import hashlib
 import json
 import math
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -33,6 +34,8 @@ USER_AGENT = "credvault"
 MAX_TOKEN_ANSWER = 64 * 1024
 # The longest lifetime a token answer's `expires_in` may state: longer says nothing usable.
 MAX_LIFETIME_SECONDS = 365 * 24 * 3600
+# What an origin's host and port may be written with, in a Content-Security-Policy source.
+ORIGIN_CHARACTERS = frozenset(string.ascii_letters + string.digits + ".-:[]")
 # A token URL's `error` that refuses the client itself, not the person's grant.
 CLIENT_ERRORS = frozenset(
     {
@@ -166,6 +169,16 @@ def endpoints(provider: Provider) -> Endpoints:
         configured=False,
         refresh_url=provider.oauth.refresh_url,
     )
+
+
+def authorize_origin(provider: Provider) -> str:
+    """The origin (`scheme://host[:port]`) of the provider's authorization URL, as a
+    Content-Security-Policy source: the one place a page may send a form on to. Empty when the
+    URL's host is not a plain name or address."""
+    parts = urlsplit(endpoints(provider).authorize_url)
+    if not parts.netloc or not set(parts.netloc) <= ORIGIN_CHARACTERS:
+        return ""
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def challenge_for(verifier: str) -> str:

@@ -4,7 +4,7 @@ real HTTP servers on 127.0.0.1, in scripts/stand_ins.py.
 
 - the account API: `Api`, `creds`, `marked`, `assert_problem`, the query counts of its writes;
 - agents and their calls: `put_agent`, `agent_token`, `read`, `call`;
-- OAuth, the account's side: `put_client`, `connect`, `consent`, `callback`,
+- OAuth, the account's side: `put_client`, `connect`, `follow`, `consent`, `callback`,
   `connected_github`;
 - what is stored: `opened_set`, `store_set`, `agent_with_token`, `CATALOG_ENTRY`;
 - a live server: `database_url`, the raw bytes of a store (`raw_store`, `store_body`);
@@ -193,17 +193,43 @@ def connect(api: Api, provider: str = "github", body: dict | None = None):
     return api.raw("POST", f"/api/v1/connect/{provider}", json.dumps(body) if body else b"")
 
 
-def consent(stand_in: OAuthServer, authorize_url: str) -> dict[str, str]:
-    """What the provider sends the browser back with, as its consent page's link holds it."""
-    assert authorize_url.startswith(f"{stand_in.url}/authorize?")
-    with urllib.request.urlopen(authorize_url) as answer:  # noqa: S310 - the loopback stand-in
+def follow(link: str) -> tuple[str, str]:
+    """A person's browser opens a connect's link (credvault's start page) and continues from
+    it (the page's form, posted from the page itself): where the browser is sent (the
+    provider's authorization URL), and the cookie it now holds, as `name=value`."""
+    browser = Client(raise_request_exception=False)
+    assert link.startswith(f"{PUBLIC_URL}/oauth/start/"), link
+    path = urlsplit(link).path
+    page = browser.get(path)
+    assert page.status_code == 200, page.content
+    continued = browser.post(path, headers={"Sec-Fetch-Site": "same-origin"})
+    assert continued.status_code == 303, continued.content
+    [(name, morsel)] = continued.cookies.items()
+    return continued["Location"], f"{name}={morsel.value}"
+
+
+def consent(stand_in: OAuthServer, url: str, *, cookie: str = "") -> dict[str, str]:
+    """The person consents: what the provider sends the browser back with, as its consent
+    page's link holds it (`state`, `code`), and the `cookie` the browser brings along. `url` is
+    the connect's link (followed first), or the provider's authorization URL that `follow`
+    gave, with its `cookie`."""
+    if not url.startswith(f"{stand_in.url}/"):
+        url, cookie = follow(url)
+    assert url.startswith(f"{stand_in.url}/authorize?")
+    with urllib.request.urlopen(url) as answer:  # noqa: S310 - the loopback stand-in
         text = answer.read().decode()
     link = text.split('href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
-    return {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    return {**{k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}, "cookie": cookie}
 
 
-def callback(**params: str):
-    return Client(raise_request_exception=False).get("/oauth/callback", params)
+def callback(*, cookie: str = "", **params: str):
+    """The provider's redirect to the callback, from a browser holding `cookie` (`name=value`;
+    none when empty)."""
+    browser = Client(raise_request_exception=False)
+    if cookie:
+        name, value = cookie.split("=", 1)
+        browser.cookies[name] = value
+    return browser.get("/oauth/callback", params)
 
 
 def connected_github(alice_api: Api, stand_in: OAuthServer) -> str:

@@ -32,6 +32,7 @@ from tests.support import (
     connected_github,
     consent,
     creds,
+    follow,
     marked,
     opened_set,
     put_agent,
@@ -79,8 +80,8 @@ class TestConnect:
     def test_the_authorize_urls_parameters(self, alice_api, stand_in, client_secret):
         response = connect(alice_api)
         assert response.status_code == 201
-        body = response.json()
-        url = urlsplit(body["authorizeUrl"])
+        authorize_url, _ = follow(response.json()["authorizeUrl"])
+        url = urlsplit(authorize_url)
         assert f"{url.scheme}://{url.netloc}{url.path}" == f"{stand_in.url}/authorize"
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         assert query["response_type"] == "code"
@@ -89,7 +90,7 @@ class TestConnect:
         assert query["code_challenge_method"] == "S256"
         assert len(query["state"]) >= 40
         assert "scope" in query
-        assert client_secret not in body["authorizeUrl"]
+        assert client_secret not in authorize_url
         state = OAuthState.objects.get()
         assert state.digest == hashlib.sha256(query["state"].encode()).hexdigest()
         assert query["state"] not in json.dumps(list(OAuthState.objects.values()), default=str)
@@ -97,9 +98,9 @@ class TestConnect:
     def test_the_code_exchange_as_the_provider_receives_it(
         self, alice_api, stand_in, client_secret
     ):
-        url = connect(alice_api).json()["authorizeUrl"]
+        url, cookie = follow(connect(alice_api).json()["authorizeUrl"])
         challenge = parse_qs(urlsplit(url).query)["code_challenge"][0]
-        page = callback(**consent(stand_in, url))
+        page = callback(**consent(stand_in, url, cookie=cookie))
         assert page.status_code == 200
         [exchange] = stand_in.token_requests
         form = exchange.form
@@ -165,9 +166,9 @@ class TestConnect:
         assert not ConnectedService.objects.exists()
 
     def test_an_expired_state_sends_nothing(self, alice_api, stand_in, client_secret):
-        url = connect(alice_api).json()["authorizeUrl"]
+        url, cookie = follow(connect(alice_api).json()["authorizeUrl"])
         OAuthState.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-        page = callback(**consent(stand_in, url))
+        page = callback(**consent(stand_in, url, cookie=cookie))
         assert page.status_code == 400
         assert "expired" in page.content.decode()
         assert stand_in.token_requests == []
@@ -186,9 +187,8 @@ class TestConnect:
     def test_the_providers_error_is_shown_and_nothing_stored(
         self, alice_api, stand_in, client_secret
     ):
-        url = connect(alice_api).json()["authorizeUrl"]
-        state = parse_qs(urlsplit(url).query)["state"][0]
-        page = callback(state=state, error="access_denied")
+        back = consent(stand_in, connect(alice_api).json()["authorizeUrl"])
+        page = callback(state=back["state"], cookie=back["cookie"], error="access_denied")
         assert page.status_code == 400
         assert "access_denied" in page.content.decode()
         assert stand_in.token_requests == []
@@ -200,11 +200,11 @@ class TestConnect:
         """Slack's entry says no PKCE: its authorization URL carries no code_challenge and
         its code exchange no code_verifier, and the connection is made."""
         assert put_client(alice_api, "slack", marked("slack-secret")).status_code == 201
-        url = connect(alice_api, "slack").json()["authorizeUrl"]
+        url, cookie = follow(connect(alice_api, "slack").json()["authorizeUrl"])
         query = parse_qs(urlsplit(url).query)
         assert "code_challenge" not in query
         assert "code_challenge_method" not in query
-        assert callback(**consent(stand_in, url)).status_code == 200
+        assert callback(**consent(stand_in, url, cookie=cookie)).status_code == 200
         [exchange] = stand_in.token_requests
         assert exchange.form["grant_type"] == "authorization_code"
         assert "code_verifier" not in exchange.form
@@ -213,10 +213,10 @@ class TestConnect:
     def test_a_provider_with_pkce_gets_the_s256_challenge_and_its_verifier(
         self, alice_api, stand_in, client_secret
     ):
-        url = connect(alice_api).json()["authorizeUrl"]
+        url, cookie = follow(connect(alice_api).json()["authorizeUrl"])
         query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
         assert query["code_challenge_method"] == "S256"
-        assert callback(**consent(stand_in, url)).status_code == 200
+        assert callback(**consent(stand_in, url, cookie=cookie)).status_code == 200
         [exchange] = stand_in.token_requests
         digest = hashlib.sha256(exchange.form["code_verifier"].encode()).digest()
         assert base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == query["code_challenge"]
@@ -237,7 +237,7 @@ class TestConnect:
     def test_a_refused_exchange_stores_nothing(self, alice_api, stand_in, client_secret):
         url = connect(alice_api).json()["authorizeUrl"]
         back = consent(stand_in, url)
-        page = callback(state=back["state"], code="not-a-code")
+        page = callback(state=back["state"], cookie=back["cookie"], code="not-a-code")
         assert page.status_code == 400
         assert "refused" in page.content.decode()
         assert not ConnectedService.objects.exists()

@@ -1,11 +1,13 @@
-"""OAuth clients, the connect endpoint (account API) and the callback page a person's browser
-lands on. Thin views: read input, call one function, render."""
+"""OAuth clients, the connect endpoint (account API), and the two pages a person's browser
+sees: the start page the connect's link opens, and the callback page the provider sends it
+back to. Thin views: read input, call one function, render."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
-from django.views.decorators.http import require_GET
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
@@ -27,14 +29,29 @@ from services.api.serializers import (
 from services.audit import Operation
 from services.models import OAuthClient
 from services.oauth.clients import delete_client, list_clients, put_client
-from services.oauth.connect import ConnectFailed, finish_connect, start_connect
+from services.oauth.connect import (
+    ConnectFailed,
+    StartRefused,
+    continue_connect,
+    cookie_name,
+    finish_connect,
+    start_connect,
+    start_page,
+)
 from services.times import rfc3339
 
 PROVIDER_PARAMETER = path_identifier("provider", "A catalog provider with OAuth.", "github")
-# The callback page: no script, no frame, nothing loaded from anywhere; its one style inline.
+# The pages: no script, no frame, nothing loaded from anywhere; their one style inline.
 CALLBACK_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; "
     "form-action 'none'; frame-ancestors 'none'"
+)
+# The start page's one form posts to the page itself, which sends the browser on to the
+# provider's authorization URL: browsers hold a form's redirects to `form-action` too, so the
+# provider's origin is named, and nothing else.
+START_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; "
+    "form-action 'self' {provider}; frame-ancestors 'none'"
 )
 
 
@@ -109,8 +126,11 @@ class ConnectView(AccountAPIView):
         summary="Start connecting a provider by OAuth in a browser",
         tags=["oauth"],
         description=(
-            "Answers the URL to send the person's browser to. The link is single-use and "
-            "expires in 10 minutes; the provider then sends the browser to "
+            "Answers the URL to send the person's browser to: credvault's own start page, "
+            "`{CREDVAULT_PUBLIC_URL}/oauth/start/{id}`, which names the provider and the "
+            "account and asks the person to continue; continuing binds the connect to that "
+            "browser and sends it to the provider. The link is continued once and expires in "
+            "10 minutes; the provider then sends the browser to "
             "`{CREDVAULT_PUBLIC_URL}/oauth/callback`, which stores the set."
         ),
         parameters=[PROVIDER_PARAMETER],
@@ -135,6 +155,11 @@ class ConnectView(AccountAPIView):
 CALLBACK_FAILURES: dict[str, tuple[int, str]] = {
     "no_state": (400, "The link has no state: start the connection again."),
     "unknown_state": (400, "This connection link is unknown or was used already."),
+    "other_browser": (
+        400,
+        "This browser did not continue this connection (it was continued in another browser, "
+        "or its cookies are off): start the connection again and finish it in one browser.",
+    ),
     "expired": (400, "This connection link has expired: start the connection again."),
     "provider_error": (400, "{provider} did not connect: {code}."),
     "no_code": (400, "{provider} sent no authorization code."),
@@ -161,15 +186,80 @@ def failure_page(failed: ConnectFailed) -> tuple[dict, int]:
     return {"connected": False, "reason": reason}, status
 
 
+# Why the start page shows no connect, or a continue was refused: its status and sentence.
+START_FAILURES: dict[str, tuple[int, str]] = {
+    "unknown": (
+        400,
+        "This connection link is unknown or was used already: start the connection again.",
+    ),
+    "used": (400, "This connection link was used already: start the connection again."),
+    "expired": (400, "This connection link has expired: start the connection again."),
+    "other_site": (
+        403,
+        "A connection continues only from its own page: open the connection link again and "
+        "continue there.",
+    ),
+    "no_client": (409, "The account's OAuth client of {provider} was removed meanwhile."),
+}
+
+
+@csrf_exempt  # the continue's own check: continue_connect refuses another site's submission
+@require_http_methods(["GET", "HEAD", "POST"])
+def start(request: HttpRequest, start_id: str) -> HttpResponse:
+    """The page a connect's link opens: who asks to connect what, and a button to continue
+    (POST, to the page itself), which binds the connect to this browser with a cookie and
+    sends it to the provider. Never a value; never cached; nothing loaded."""
+    try:
+        if request.method == "POST":
+            continued = continue_connect(
+                start_id=start_id,
+                fetch_site=request.headers.get("Sec-Fetch-Site", ""),
+                origin=request.headers.get("Origin", ""),
+                request_id=request.context.request_id,  # type: ignore[attr-defined]
+            )
+        else:
+            page = start_page(start_id=start_id)
+    except StartRefused as refused:
+        status, sentence = START_FAILURES[refused.why]
+        context = {"refused": True, "reason": sentence.format(provider=refused.provider)}
+        return _page("oauth/start.html", context, status, policy=CALLBACK_POLICY)
+    if request.method == "POST":
+        response = HttpResponse(status=303)
+        response["Location"] = continued.authorize_url
+        response["Referrer-Policy"] = "no-referrer"
+        response.set_cookie(
+            continued.cookie_name,
+            continued.cookie_value,
+            max_age=continued.max_age,
+            path="/",
+            secure=continued.secure,
+            httponly=True,
+            samesite="Lax",
+        )
+        return response
+    context = {
+        "refused": False,
+        "provider": page.provider_name,
+        "account": page.account_name,
+        "service": page.service,
+        "scopes": page.scopes,
+        "expires_at": page.expires_at.strftime("%H:%M UTC"),
+    }
+    policy = START_POLICY.format(provider=page.provider_origin).replace(" ;", ";")
+    return _page("oauth/start.html", context, 200, policy=policy, referrer="same-origin")
+
+
 @require_GET  # not HEAD: the state is used up by the first request that brings it
 def callback(request: HttpRequest) -> HttpResponse:
     """The page the provider sends the person's browser to: which service is now connected,
     or why not. Never a value; never cached; nothing loaded."""
+    state = request.GET.get("state", "")
     try:
         connected = finish_connect(
-            state=request.GET.get("state", ""),
+            state=state,
             code=request.GET.get("code", ""),
             error=request.GET.get("error", ""),
+            cookies=request.COOKIES,
             request_id=request.context.request_id,  # type: ignore[attr-defined]
         )
     except ConnectFailed as failed:
@@ -181,8 +271,17 @@ def callback(request: HttpRequest) -> HttpResponse:
             "service": connected.service,
         }
         status = 200
-    response = HttpResponse(render_to_string("oauth/callback.html", context), status=status)
+    response = _page("oauth/callback.html", context, status, policy=CALLBACK_POLICY)
+    if state:
+        response.delete_cookie(cookie_name(state), path="/", samesite="Lax")
+    return response
+
+
+def _page(
+    template: str, context: dict, status: int, *, policy: str, referrer: str = "no-referrer"
+) -> HttpResponse:
+    response = HttpResponse(render_to_string(template, context), status=status)
     response["Cache-Control"] = "no-store"
-    response["Content-Security-Policy"] = CALLBACK_POLICY
-    response["Referrer-Policy"] = "no-referrer"
+    response["Content-Security-Policy"] = policy
+    response["Referrer-Policy"] = referrer
     return response

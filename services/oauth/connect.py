@@ -1,10 +1,21 @@
-"""Connecting a provider in a browser: the link, and the callback that stores the set.
+"""Connecting a provider in a browser: the start page, the continue, and the callback that
+stores the set.
 
-A connect's state is random, single-use (its row is deleted as it is used), bound to the
-account, the provider and the service, and expires in STATE_SECONDS. Only its SHA-256 digest
-is stored; the PKCE verifier is derived from the state and SECRET_KEY, so it is stored nowhere.
-The callback checks the state before anything is sent, then exchanges the code and stores the
-set as one store; nothing is stored on failure.
+A connect answers a link to credvault's own start page, `{CREDVAULT_PUBLIC_URL}/oauth/start/
+{id}`, which names the provider and the account and asks the person to continue. The id is
+random; the connect's state is derived from it and SECRET_KEY (never the id itself), and only
+the SHA-256 digests of both are stored. Continuing, once, binds the connect to the browser: a
+random nonce goes into an HttpOnly, SameSite=Lax cookie named for the state, its digest onto
+the row, and the browser is sent to the provider with the state. The callback refuses a state
+whose browser does not bring that cookie; then the state is single-use (its row is deleted as
+it is used), bound to the account, the provider and the service, and expires STATE_SECONDS
+after the connect. The PKCE verifier is derived from the state and SECRET_KEY, so it is stored
+nowhere. The callback checks all that before anything is sent, then exchanges the code and
+stores the set as one store; nothing is stored on failure.
+
+Only a page of this site continues a connect: a continue that a browser says comes from
+another site (or from another origin of this one) is refused, so that no other site can bind
+its own connect to a person's browser (OAuth login CSRF) by submitting a form in it.
 """
 
 from __future__ import annotations
@@ -13,8 +24,10 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -32,10 +45,17 @@ from services.storage.transactions import account_transaction
 
 STATE_SECONDS = 600
 CALLBACK_PATH = "/oauth/callback"
+START_PATH = "/oauth/start/"
+# The cookie that binds a connect to the browser that continued it: one per connect (named for
+# its state), so that two connects under way in one browser do not undo each other.
+COOKIE_PREFIX = "credvault_connect_"
 
 
 @dataclass(frozen=True)
 class Connect:
+    """A connect started: the link to send the person's browser to (the start page), and
+    when it stops working."""
+
     authorize_url: str
     expires_at: datetime
 
@@ -44,14 +64,37 @@ def redirect_uri() -> str:
     return settings.CREDVAULT_PUBLIC_URL.rstrip("/") + CALLBACK_PATH
 
 
-def _digest(state: str) -> str:
-    return hashlib.sha256(state.encode()).hexdigest()
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _derived(purpose: str, text: str) -> str:
+    """43 characters of base64url: an HMAC of `text` under SECRET_KEY, for one purpose."""
+    mac = hmac.new(settings.SECRET_KEY.encode(), f"{purpose}:{text}".encode(), hashlib.sha256)
+    return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode("ascii")
 
 
 def _verifier(state: str) -> str:
     """The PKCE verifier of a state (43 characters of base64url, RFC 7636)."""
-    mac = hmac.new(settings.SECRET_KEY.encode(), f"pkce:{state}".encode(), hashlib.sha256)
-    return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode("ascii")
+    return _derived("pkce", state)
+
+
+def _state_of(start_id: str) -> str:
+    """The state of the connect whose start page is `start_id`: unguessable without
+    SECRET_KEY, so the start link never holds it."""
+    return _derived("state", start_id)
+
+
+def _secure() -> bool:
+    return urlsplit(settings.CREDVAULT_PUBLIC_URL).scheme == "https"
+
+
+def cookie_name(state: str) -> str:
+    """The name of the cookie that binds the connect of `state` to a browser. Over https it
+    has the `__Host-` prefix: Secure, for this host only, so that no other host of the
+    domain can set it."""
+    prefix = "__Host-" if _secure() else ""
+    return f"{prefix}{COOKIE_PREFIX}{_digest(state)[:16]}"
 
 
 def start_connect(
@@ -64,12 +107,13 @@ def start_connect(
         raise OAuthClientNotFound()
     target = credentials.service_identifier(service) if service else provider
     chosen = tuple(scopes) if scopes is not None else found.oauth.scopes  # type: ignore[union-attr]
-    state = secrets.token_urlsafe(32)
+    start_id = secrets.token_urlsafe(32)
     expires_at = timezone.now() + timedelta(seconds=STATE_SECONDS)
     with account_transaction(actor.account_id):
         OAuthState.objects.filter(expires_at__lte=timezone.now()).delete()
         OAuthState.objects.create(
-            digest=_digest(state),
+            start_digest=_digest(start_id),
+            digest=_digest(_state_of(start_id)),
             account_id=actor.account_id,
             provider=provider,
             service=target,
@@ -77,15 +121,130 @@ def start_connect(
             expires_at=expires_at,
         )
         audit.record(actor, Operation.START_CONNECT, service=target)
+    link = settings.CREDVAULT_PUBLIC_URL.rstrip("/") + START_PATH + start_id
+    return Connect(link, expires_at)
+
+
+class StartRefused(Exception):
+    """Why the start page shows no connect, or a continue was refused: `why`, one of WHY, and
+    the provider's name where it is known. The page that tells the person is the view's."""
+
+    WHY = ("unknown", "used", "expired", "other_site", "no_client")
+
+    def __init__(self, why: str, *, provider: str = "") -> None:
+        super().__init__(why)
+        self.why = why
+        self.provider = provider
+
+
+@dataclass(frozen=True)
+class StartPage:
+    """What the start page says: who asks to connect what, as which service, until when; and
+    the origin of the provider's authorization URL, where continuing sends the browser."""
+
+    provider_name: str
+    account_name: str
+    service: str
+    scopes: tuple[str, ...]
+    expires_at: datetime
+    provider_origin: str
+
+
+@dataclass(frozen=True)
+class Continued:
+    """A continue: where the browser goes now (the provider, with the state), and the cookie
+    that binds the connect to it (a random nonce; the row holds its digest)."""
+
+    authorize_url: str
+    cookie_name: str
+    cookie_value: str
+    max_age: int
+    secure: bool
+
+
+def start_page(*, start_id: str) -> StartPage:
+    """The connect whose start page is `start_id`, as the page shows it. Raises StartRefused
+    for an unknown, expired or already continued one."""
+    row, provider = _start_row(start_id)
+    return StartPage(
+        provider_name=provider.name,
+        account_name=row.account.name,
+        service=row.service,
+        scopes=tuple(row.scopes),
+        expires_at=row.expires_at,
+        provider_origin=provider_oauth.authorize_origin(provider),
+    )
+
+
+def _start_row(start_id: str) -> tuple[OAuthState, catalog.Provider]:
+    row = (
+        OAuthState.objects.select_related("account").filter(start_digest=_digest(start_id)).first()
+    )
+    if row is None:
+        raise StartRefused("unknown")
+    provider = catalog.get(row.provider)
+    name = provider.name if provider is not None else ""
+    if row.browser_digest:
+        raise StartRefused("used", provider=name)
+    if row.expires_at <= timezone.now() or provider is None or provider.oauth is None:
+        raise StartRefused("expired", provider=name)
+    return row, provider
+
+
+def from_this_site(*, fetch_site: str, origin: str) -> bool:
+    """Whether a browser's form submission comes from a page of this site, by what the
+    browser says: `Sec-Fetch-Site` (every current browser sends it) must be `same-origin`;
+    where a browser sends none, its `Origin` must be CREDVAULT_PUBLIC_URL's. A submission that
+    says neither is refused: every browser that posts a form says one of them."""
+    if fetch_site:
+        return fetch_site == "same-origin"
+    public = urlsplit(settings.CREDVAULT_PUBLIC_URL)
+    return bool(origin) and origin == f"{public.scheme}://{public.netloc}"
+
+
+def continue_connect(*, start_id: str, fetch_site: str, origin: str, request_id: str) -> Continued:
+    """The person continues from the start page: the connect is bound to this browser (once)
+    and the browser sent to the provider. Raises StartRefused: unknown, expired or already
+    continued; `other_site` when the submission does not come from the start page itself; the
+    account's client removed meanwhile."""
+    row, provider = _start_row(start_id)
+    actor = Actor(account_id=row.account_id, token_prefix=BROWSER_ACTOR, request_id=request_id)
+    if not from_this_site(fetch_site=fetch_site, origin=origin):
+        audit.record(
+            actor, Operation.START_CONNECT, status=403, service=row.service, target="other_site"
+        )
+        raise StartRefused("other_site", provider=provider.name)
+    client = client_of(account_id=row.account_id, provider=row.provider)
+    if client is None:
+        raise StartRefused("no_client", provider=provider.name)
+    nonce = secrets.token_urlsafe(32)
+    now = timezone.now()
+    with account_transaction(row.account_id):
+        # Once: of two browsers continuing one link, one binds it.
+        bound = OAuthState.objects.filter(pk=row.pk, browser_digest="", expires_at__gt=now).update(
+            browser_digest=_digest(nonce)
+        )
+        if not bound:
+            raise StartRefused("used", provider=provider.name)
+        audit.record(
+            actor, Operation.START_CONNECT, status=303, service=row.service, target="continued"
+        )
+    state = _state_of(start_id)
     url = provider_oauth.authorize_url(
-        found,
+        provider,
         client_id=client.client_id,
         redirect_uri=redirect_uri(),
         state=state,
         verifier=_verifier(state),
-        scopes=chosen,
+        scopes=tuple(row.scopes),
     )
-    return Connect(url, expires_at)
+    return Continued(
+        authorize_url=url,
+        cookie_name=cookie_name(state),
+        cookie_value=nonce,
+        max_age=max(1, int((row.expires_at - now).total_seconds())),
+        secure=_secure(),
+    )
 
 
 class ConnectFailed(Exception):
@@ -97,6 +256,7 @@ class ConnectFailed(Exception):
     WHY = (
         "no_state",
         "unknown_state",
+        "other_browser",
         "expired",
         "provider_error",
         "no_code",
@@ -124,16 +284,27 @@ class Connected:
     service: str
 
 
-def finish_connect(*, state: str, code: str, error: str, request_id: str) -> Connected:
-    """The callback: the state checked and used up before anything is sent, then the code
-    exchanged and the set stored. Raises ConnectFailed; nothing is stored on failure."""
+def finish_connect(
+    *, state: str, code: str, error: str, cookies: Mapping[str, str], request_id: str
+) -> Connected:
+    """The callback: the state checked (with the cookie of the browser that continued it,
+    among `cookies`) and used up before anything is sent, then the code exchanged and the set
+    stored. Raises ConnectFailed; nothing is stored on failure."""
     if not state:
         raise ConnectFailed("no_state")
     row = OAuthState.objects.filter(digest=_digest(state)).first()
-    # Single-use whatever follows: of two callbacks with one state, one deletes it.
-    if row is None or not OAuthState.objects.filter(pk=row.pk).delete()[0]:
+    if row is None:
         raise ConnectFailed("unknown_state")
     actor = Actor(account_id=row.account_id, token_prefix=BROWSER_ACTOR, request_id=request_id)
+    # Only the browser that continued the connect may finish it; another browser's attempt
+    # leaves the connect to it.
+    nonce = cookies.get(cookie_name(state), "")
+    if not row.browser_digest or not hmac.compare_digest(_digest(nonce), row.browser_digest):
+        _failed(actor, row.service, 400, "other_browser")
+        raise ConnectFailed("other_browser")
+    # Single-use whatever follows: of two callbacks with one state, one deletes it.
+    if not OAuthState.objects.filter(pk=row.pk).delete()[0]:
+        raise ConnectFailed("unknown_state")
     provider = catalog.get(row.provider)
     if row.expires_at <= timezone.now() or provider is None or provider.oauth is None:
         _failed(actor, row.service, 400, "expired")
