@@ -139,9 +139,9 @@ class AmbiguousCredentials(ProblemError):
 class InvalidProxyPath(ProblemError):
     default_code = "invalid_proxy_path"
     default_detail = (
-        "The path cannot be proxied: after one percent-decoding it holds a '.' or '..' segment, "
-        "an empty segment, a backslash, a control character, '@' or an encoded '/', or it "
-        "leaves the provider's API."
+        "The path cannot be proxied: a segment, percent-decoded once, is empty, '.' or '..' "
+        "(judged before a ';' and between encoded slashes too), or holds a backslash or a "
+        "control character, or the path leaves the provider's API."
     )
 
 

@@ -30,7 +30,7 @@ from services.broker.destination import destination_for, placed_credential
 from services.broker.headers import outbound_headers
 from services.broker.limits import call_in_flight
 from services.broker.methods import methods_named
-from services.broker.paths import checked_path, encoded, grant_allows
+from services.broker.paths import ProxyPath, checked_path, grant_allows
 from services.exceptions import (
     InvalidProxyPath,
     NotGranted,
@@ -91,17 +91,19 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
     return proxied
 
 
-def _allowed(found: GrantedSet, methods: set[str], path: str) -> bool:
+def _allowed(found: GrantedSet, methods: set[str], path: ProxyPath) -> bool:
     return all(grant_allows(found, method, path) for method in methods)
 
 
 def _refuse_sensitive(
-    provider: catalog.Provider, found: GrantedSet, methods: set[str], path: str
+    provider: catalog.Provider, found: GrantedSet, methods: set[str], path: ProxyPath
 ) -> None:
     """SensitiveEndpointRefused for a call to an endpoint that mints, reveals or widens a
     credential, unless the grant names its path explicitly (providers/sensitive.py)."""
     for method in methods:
-        if sensitive.refused(provider.sensitive, method=method, path=path, prefixes=found.paths):
+        if sensitive.refused(
+            provider.sensitive, method=method, path=path.text, prefixes=found.paths
+        ):
             raise SensitiveEndpointRefused()
 
 
@@ -111,7 +113,7 @@ def _call_provider(
     provider: catalog.Provider,
     found: GrantedSet,
     request: ProxyRequest,
-    path: str,
+    path: ProxyPath,
     methods: set[str],
 ) -> ProxyAnswer:
     used, fields = usable_set(actor=actor, service=service, found=found)
@@ -136,7 +138,7 @@ def _send(
     provider: catalog.Provider,
     fields: list[tuple[str, Secret]],
     request: ProxyRequest,
-    path: str,
+    path: ProxyPath,
     *,
     pool_key: tuple[int, str],
 ) -> tuple[outbound.Answer, tuple[str, ...]]:
@@ -146,7 +148,7 @@ def _send(
     the redaction)."""
     destination = destination_for(provider, dict(fields))
     placed = placed_credential(provider, dict(fields))
-    target = destination.base_path + placed.path_prefix + encoded(path)
+    target = destination.base_path + placed.path_prefix + path.encoded
     if request.query:
         target += "?" + request.query
     joined = urlsplit(f"{destination.scheme}://{destination.authority}{target}")

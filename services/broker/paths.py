@@ -1,60 +1,99 @@
 """The brokered call's path: checked before anything is sent, encoded again as it is sent, and
-matched against a grant's methods and path prefixes."""
+matched against a grant's methods and path prefixes, segment by decoded segment."""
 
 from __future__ import annotations
 
-import re
-from urllib.parse import quote, unquote_to_bytes
+from dataclasses import dataclass
+from urllib.parse import quote, unquote, unquote_to_bytes
 
 from services.exceptions import InvalidProxyPath
 from services.storage.queries import GrantedSet
 
 MAX_PATH_LENGTH = 2048
-_ENCODED_SEPARATOR = re.compile(r"%(2f|5c)", re.IGNORECASE)
-# What a path segment may hold unencoded when it is sent on (RFC 3986 pchar, less `@`).
-_PATH_SAFE = "/!$&'()*+,;=:-._~"
+# What a path segment may hold unencoded when it is sent on (RFC 3986 pchar): `/` is not among
+# them, so an encoded `/` inside a segment goes on encoded, never as a separator.
+_SEGMENT_SAFE = "!$&'()*+,;=:@-._~"
+_CLIMBING = ("", ".", "..")
 
 
-def checked_path(raw_path: str) -> str:
-    """The path after its one percent-decoding, or InvalidProxyPath.
+@dataclass(frozen=True, slots=True)
+class ProxyPath:
+    """A checked path: its decoded segments (none for the API's base) and whether it ended
+    with a slash."""
 
-    After one percent-decoding it holds no `.` or `..` segment, no empty segment (a single
-    trailing slash excepted: `/repos/`), no backslash, no control character and no `@`; an
-    encoded `/` or `\\` (`%2F`, `%5C`), which would change the segments the provider sees, is
-    refused as well. A segment is judged by its part before a `;` too, since servers such as
-    Tomcat and Jetty drop path parameters before they resolve the path: `..;x` climbs there as
-    `..` does, and `;x` is an empty segment. It is sent encoded again (`encoded`), so a
-    decoded `%2e` goes as `%252e`."""
-    if len(raw_path) > MAX_PATH_LENGTH or _ENCODED_SEPARATOR.search(raw_path):
+    segments: tuple[str, ...]
+    trailing_slash: bool = False
+
+    @property
+    def text(self) -> str:
+        """The decoded path, its segments joined by `/` (an encoded `/` inside a segment reads
+        as a separator here: the reading that refuses the most)."""
+        tail = "/" if self.trailing_slash and self.segments else ""
+        return "/" + "/".join(self.segments) + tail
+
+    @property
+    def encoded(self) -> str:
+        """The path as it is sent: each segment's characters outside a segment's own set, `%`
+        and `/` included, percent-encoded."""
+        tail = "/" if self.trailing_slash and self.segments else ""
+        return (
+            "/" + "/".join(quote(segment, safe=_SEGMENT_SAFE) for segment in self.segments) + tail
+        )
+
+
+def _climbs(part: str) -> bool:
+    """Whether a segment (or a part of one between encoded slashes) is empty, `.` or `..` once
+    its parameters are dropped, as Tomcat and Jetty drop them: `..;x` climbs, `;x` is empty."""
+    return part.split(";", 1)[0] in _CLIMBING
+
+
+def checked_path(raw_path: str) -> ProxyPath:
+    """The path as the agent sent it (percent-encoded), checked, or InvalidProxyPath.
+
+    Each segment is percent-decoded once, by itself, so that an encoded `/` (`%2F`: GitLab's
+    `group%2Fname`) stays inside its segment and is sent on encoded. A segment may hold `@`
+    (Microsoft Graph's and Google Calendar's ids). Refused: a segment that is empty (a single
+    trailing slash excepted: `/repos/`), `.` or `..`, judged by its part before a `;` too, and
+    by each of its parts between encoded slashes (a server that decodes `%2F` before it
+    resolves the path would climb there); a backslash, encoded or not; a control character;
+    bytes that are not UTF-8."""
+    if len(raw_path) > MAX_PATH_LENGTH:
         raise InvalidProxyPath()
-    try:
-        decoded = unquote_to_bytes(raw_path or "/").decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidProxyPath() from None
-    if not decoded.startswith("/") or "\\" in decoded or "@" in decoded:
+    if raw_path in ("", "/"):
+        return ProxyPath(())
+    if not raw_path.startswith("/"):
         raise InvalidProxyPath()
-    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in decoded):
-        raise InvalidProxyPath()
-    segments = decoded[1:].split("/")
-    if segments[-1] == "" and len(segments) > 1:
-        segments.pop()  # one trailing slash
-    if decoded != "/" and any(segment.split(";", 1)[0] in ("", ".", "..") for segment in segments):
-        raise InvalidProxyPath()
-    return decoded
+    raw_segments = raw_path[1:].split("/")
+    trailing = len(raw_segments) > 1 and raw_segments[-1] == ""
+    if trailing:
+        raw_segments.pop()
+    segments = []
+    for raw in raw_segments:
+        try:
+            segment = unquote_to_bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidProxyPath() from None
+        if "\\" in segment or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in segment):
+            raise InvalidProxyPath()
+        if _climbs(segment) or any(_climbs(part) for part in segment.split("/")):
+            raise InvalidProxyPath()
+        segments.append(segment)
+    return ProxyPath(tuple(segments), trailing)
 
 
-def encoded(path: str) -> str:
-    """A decoded path as it is sent: every character outside a path segment's own set, `%`
-    included, percent-encoded."""
-    return quote(path, safe=_PATH_SAFE)
+def _prefix_segments(prefix: str) -> tuple[str, ...]:
+    """A grant's path prefix as decoded segments (`/projects/group%2Fname`: two)."""
+    return tuple(unquote(part) for part in prefix.strip("/").split("/") if part)
 
 
-def grant_allows(found: GrantedSet, method: str, path: str) -> bool:
-    """Whether the grant allows `method` on the decoded `path`: a path prefix matches whole
-    segments (`/repos` allows `/repos` and `/repos/x`, never `/reposx`)."""
+def grant_allows(found: GrantedSet, method: str, path: ProxyPath) -> bool:
+    """Whether the grant allows `method` on `path`: a path prefix matches whole decoded
+    segments (`/repos` allows `/repos` and `/repos/x`, never `/reposx`; `/projects/acme` never
+    `/projects/acme%2Fother`)."""
     if method not in found.methods:
         return False
-    return any(
-        prefix == "/" or path == prefix.rstrip("/") or path.startswith(prefix.rstrip("/") + "/")
-        for prefix in found.paths
-    )
+    for prefix in found.paths:
+        wanted = _prefix_segments(prefix)
+        if path.segments[: len(wanted)] == wanted:
+            return True
+    return False
