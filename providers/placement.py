@@ -1,7 +1,7 @@
 """Where a credential travels in a request to its provider, as the catalog's `auth` says
 (bearer, a named header with a prefix, basic, or in the URL's path): one definition for the
-verification check and the brokered call, with every form in which a value leaves, so that
-an answer that echoes one can be redacted."""
+verification check and the brokered call, with every value it injects, so that an answer
+that echoes one, in any form, can be redacted (services/broker/redaction.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def header_safe(value: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Placement:
     """The credential's headers, the path segment that carries it (URL placement only), the
-    names of the headers it uses (lower case), and every form in which a value is sent."""
+    names of the headers it uses (lower case), and every value it injects (`sent`: each
+    credential value, and a basic-auth pair as `user:password`, longest first)."""
 
     headers: Mapping[str, str]
     path_prefix: str
@@ -42,10 +43,6 @@ class Placement:
 
     def __repr__(self) -> str:
         return f"Placement(header_names={sorted(self.header_names)!r})"
-
-
-def _url_forms(value: str) -> list[str]:
-    return [value, quote(value, safe=""), quote(value, safe=":")]
 
 
 def place(auth: Auth, path: str, fields: Mapping[str, Revealable]) -> Placement:
@@ -58,25 +55,23 @@ def place(auth: Auth, path: str, fields: Mapping[str, Revealable]) -> Placement:
     if auth.type == "bearer":
         value = header_safe(fields[auth.field].reveal())
         headers["Authorization"] = "Bearer " + value
-        sent += _url_forms(value)
+        sent.append(value)
     elif auth.type == "header":
         value = header_safe(fields[auth.field].reveal())
         headers[auth.header] = auth.prefix + value
-        sent += _url_forms(value)
+        sent.append(value)
     elif auth.type == "basic":
         username = fields[auth.username].reveal() if auth.username else auth.username_value
         password = fields[auth.password].reveal() if auth.password in fields else ""
-        pair = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
-        headers["Authorization"] = "Basic " + pair
-        sent.append(pair)
-        for name in auth.fields:
-            sent += _url_forms(fields[name].reveal())
+        pair = f"{username}:{password}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+        sent += [pair, *(fields[name].reveal() for name in auth.fields)]
     elif auth.type == "url":
         value = header_safe(fields[auth.field].reveal())
         placeholder = "{" + auth.field + "}"
         head, _, _ = path.partition(placeholder)
         path_prefix = head + quote(value, safe=":")
-        sent += _url_forms(value)
+        sent.append(value)
     return Placement(
         headers=headers,
         path_prefix=path_prefix,

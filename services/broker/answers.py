@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from providers import outbound
 from services.broker.headers import header_tokens
-from services.broker.redaction import redact
+from services.broker.redaction import Redaction
 from services.exceptions import (
     UpstreamBadAnswer,
     UpstreamTimeout,
@@ -49,12 +49,13 @@ def agents_answer(answer: outbound.Answer, sent: tuple[str, ...]) -> ProxyAnswer
     if not header_tokens(answer.headers, "content-encoding") <= DECODED_CODINGS:
         raise UpstreamUnavailable("The provider answered in an encoding credvault cannot read.")
     connection_named = header_tokens(answer.headers, "connection")
+    redaction = Redaction(sent)
     headers = [
-        (name, redact(value.encode("latin-1"), sent).decode("latin-1"))
+        (name, redaction.apply(value.encode("latin-1")).decode("latin-1"))
         for name, value in answer.headers
         if name.lower() not in DROPPED_ANSWER_HEADERS and name.lower() not in connection_named
     ]
-    return ProxyAnswer(answer.status, headers, redact(answer.body, sent))
+    return ProxyAnswer(answer.status, headers, redaction.apply(answer.body))
 
 
 def failure(kind: outbound.Failure) -> Exception:

@@ -144,8 +144,8 @@ def _send(
 ) -> tuple[outbound.Answer, tuple[str, ...]]:
     """One request to the provider with the set's credential placed, at the set's API base
     (a refreshed set may name another host), on a connection only this account's calls to
-    this service use (`pool_key`): its answer, and every form the credential was sent in (for
-    the redaction)."""
+    this service use (`pool_key`): its answer, and every value the call injected (for the
+    redaction)."""
     destination = destination_for(provider, dict(fields))
     placed = placed_credential(provider, dict(fields))
     target = destination.base_path + placed.path_prefix + path.encoded
