@@ -363,17 +363,24 @@ class TestABadAnswerIs502:
         scripted(b"HTTP/1.1 200 OK\r\nContent-Length: " + length + b"\r\n\r\n{}", close_after=True)
         assert_bad_answer(call(token, "GET", "github", "/user"))
 
-    def test_a_folded_header_and_a_tab_are_passed_on(self, alice_api, scripted):
+    def test_a_folded_header_a_tab_obs_text_and_an_empty_value_are_passed_on(
+        self, alice_api, scripted
+    ):
         """obs-fold (a line starting with a space) is one header whose parts a space joins; a
-        tab is part of a value."""
+        tab and bytes above 0x7F are part of a value; a value may be empty; lines may end at a
+        bare LF; a 100 Continue's head may come first."""
         _, token = connect_github(alice_api)
         scripted(
-            b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nX-Tab: a\tb\r\nContent-Length: 2\r\n\r\n{}"
+            b"HTTP/1.1 100 Continue\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nX-Tab: a\tb\nX-Latin: caf\xe9\r\n"
+            b"X-Empty:\r\nContent-Length: 2\r\n\r\n{}"
         )
         response = call(token, "GET", "github", "/user")
         assert response.status_code == 200
         assert response["X-Folded"] == "a b"
         assert response["X-Tab"] == "a\tb"
+        assert response["X-Latin"] == "caf\xe9"
+        assert response["X-Empty"] == ""
 
 
 def test_the_client_never_sends_a_body_on_get_head_or_options():
