@@ -374,7 +374,7 @@ def oauth_client_and_connect(w: Walk) -> None:
     link = w.call(
         "oauth", "connect", 201, "Connect", provider="github", body=w.model("ConnectInput")()
     )
-    expect("the connect link's redirect", "redirect_uri=" in link.authorize_url, True)
+    expect("the connect link, credvault's start page", "/oauth/start/" in link.authorize_url, True)
     w.call("oauth", "delete_oauth_client", 204, None, provider="github")
     w.problem(
         "oauth",
