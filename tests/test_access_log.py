@@ -77,3 +77,14 @@ class TestEveryResponse:
         )
         assert response.status_code == 200
         assert response["Content-Type"] == "application/json"
+
+
+@pytest.mark.django_db
+def test_a_connects_start_id_is_not_logged(caplog):
+    """The id of a start page lets whoever holds it continue the connect: the access log
+    withholds it."""
+    with caplog.at_level("INFO", logger="credvault.access"):
+        Client(raise_request_exception=False).get("/oauth/start/s3cr3t-start-id")
+    [line] = [r.getMessage() for r in caplog.records if r.name == "credvault.access"]
+    assert line.startswith("GET /oauth/start/... 400 ")
+    assert "s3cr3t-start-id" not in caplog.text

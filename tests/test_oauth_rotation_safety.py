@@ -363,6 +363,8 @@ class TestA401DrivenRefresh:
             assert b"Bad credentials" in response.content
         assert stand_in.refreshes == 1
         assert len(stand_in.token_requests) == 1
+        # Each of those calls asked the provider once: with no fresh token, no retry.
+        assert len(stand_in.api_requests) == 2 + 4
         assert ConnectedService.objects.get().generation == generation
         assert alice_api.list().json()[0]["status"] == "connected"
 

@@ -2,7 +2,9 @@
 details when the database cannot be reached, and one access-log line per request.
 
 The access-log line holds the method, the path (escaped), the status, the duration, the display
-prefix of an accepted token and the request id: never a body, a query string or a header.
+prefix of an accepted token and the request id: never a body, a query string or a header. A
+connect's start page is logged without its id, which lets whoever holds it continue the
+connect.
 """
 
 from __future__ import annotations
@@ -17,8 +19,14 @@ from services.api import health
 from services.api.context import RequestContext
 from services.api.errors import database_unavailable
 from services.logs import escaped_path
+from services.oauth.connect import START_PATH
 
 access_log = logging.getLogger("credvault.access")
+
+
+def logged_path(path: str) -> str:
+    """The path as the access log shows it: a connect's start id withheld."""
+    return START_PATH + "..." if path.startswith(START_PATH) else path
 
 
 class RequestContextMiddleware:
@@ -40,7 +48,7 @@ class RequestContextMiddleware:
         access_log.info(
             "%s %s %s %.1fms token=%s request_id=%s",
             request.method,
-            escaped_path(request.path),
+            escaped_path(logged_path(request.path)),
             response.status_code,
             (time.perf_counter() - started) * 1000,
             accepted.token_prefix if accepted else "-",

@@ -126,6 +126,9 @@ def _call_provider(
     ):
         # The provider no longer takes the access token: refreshed once, retried once.
         fresh = refreshed_set(actor=actor, service=service, generation=used.generation or 0)
+        if fresh.generation == used.generation:
+            # Refreshed after a 401 within the last minute: the provider's 401 stands.
+            return agents_answer(answer, sent)
         if not _allowed(fresh, methods, path):
             raise NotGranted()
         _refuse_sensitive(provider, fresh, methods, path)
