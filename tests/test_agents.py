@@ -365,3 +365,13 @@ def test_account_and_agent_tokens_have_separate_rate_limits(alice_api, settings)
     assert alice_api.list().status_code == 200
     assert alice_api.list().status_code == 200
     assert_problem(alice_api.list(), 429, "rate_limited")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("paths", [[0], [False], [None], [["/x"]], [{"a": 1}]])
+def test_a_grant_whose_paths_are_not_strings_is_a_400(alice_api, paths):
+    """Found by the fuzzer: the shape is refused before any grant is made of it."""
+    body = json.dumps({"services": [{"service": "github", "paths": paths}]})
+    response = alice_api.raw("PUT", "/api/v1/agents/bot", body)
+    problem = assert_problem(response, 400, "invalid_request")
+    assert problem["errors"][0]["field"].startswith("services[0].paths")

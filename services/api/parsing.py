@@ -362,7 +362,7 @@ def parse_grants(data: Any) -> list[Given]:
     themselves (one grant per service among them) are `put_agent`'s."""
     errors = shape_errors(AGENT_INPUT, data)
     entries = data.get("services") if isinstance(data, dict) else None
-    given: list[Given] = []
+    named: list[tuple[str, str, str, dict]] = []
     for index, raw in enumerate(entries if isinstance(entries, list) else []):
         entry = {"service": raw} if isinstance(raw, str) else raw
         if not isinstance(entry, dict) or not isinstance(entry.get("service"), str):
@@ -370,20 +370,24 @@ def parse_grants(data: Any) -> list[Given]:
         where = f"services[{index}]"
         service_field = where if isinstance(raw, str) else f"{where}.service"
         try:
-            service = normalize_service(entry["service"])
+            named.append((where, service_field, normalize_service(entry["service"]), entry))
         except InvalidIdentifier:
             errors.append(field_error(service_field, FieldErrorCode.INVALID_SERVICE, SERVICE_RULE))
-            continue
-        grant = GrantSpec.given(
-            service,
-            access=entry.get("access", GrantAccess.PROXY),
-            methods=entry.get("methods", PROXY_METHODS),
-            paths=entry.get("paths", (WHOLE_API,)),
-        )
-        given.append(Given(grant, where, service_field))
     if errors:
         raise InvalidRequest(errors=errors)
-    return given
+    return [
+        Given(
+            GrantSpec.given(
+                service,
+                access=entry.get("access", GrantAccess.PROXY),
+                methods=entry.get("methods", PROXY_METHODS),
+                paths=entry.get("paths", (WHOLE_API,)),
+            ),
+            where,
+            service_field,
+        )
+        for where, service_field, service, entry in named
+    ]
 
 
 def parse_token_request(request: Request) -> int | None:
