@@ -114,6 +114,8 @@ def main() -> int:
             DJANGO_SETTINGS_MODULE="scripts.bench_settings",
             CREDVAULT_RATE_LIMIT="100000000/min",
             CREDVAULT_PROXY_RATE_LIMIT="100000000/min",
+            # Every call of the one agent token in flight at once: the load is the point here.
+            CREDVAULT_PROXY_MAX_CONCURRENT="100000",
             CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": upstream_url}),
             CREDVAULT_BENCH_UPSTREAM=upstream_url,
         )

@@ -128,6 +128,8 @@ def main() -> int:
         CREDVAULT_RATE_LIMIT="10000000/min",
         CREDVAULT_TEST_RATE_LIMIT="10000000/min",
         CREDVAULT_PROXY_RATE_LIMIT="10000000/min",
+        # Every call of the one agent token in flight at once: the load is the point here.
+        CREDVAULT_PROXY_MAX_CONCURRENT="100000",
         CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": provider.url}),
     )
     if args.worker_class:

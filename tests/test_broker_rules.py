@@ -236,3 +236,20 @@ def test_calls_in_flight_are_capped_per_token_across_workers(tmp_path):
             assert request("GET", url, token=agent)[0] == 200
     finally:
         provider.stop()
+
+
+@pytest.mark.django_db
+def test_an_override_to_get_on_a_request_with_a_body_is_refused(alice_api, provider_server):
+    """A POST with `_method=GET` reaches a Rails-like provider as a GET with a body, which it
+    reads as the start of the next request."""
+    assert alice_api.store("github", creds(api_key=marked("gh"))).status_code == 201
+    grant(alice_api, "bot", ["github"])
+    token = agent_token(alice_api, "bot")
+    response = Client(raise_request_exception=False).post(
+        f"{PREFIX}/github/repos/o/r/issues?_method=GET",
+        b'{"title": "x"}',
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert_problem(response, 400, "invalid_proxy_request")
+    assert provider_server.requests == []

@@ -33,6 +33,7 @@ from services.broker.methods import methods_named
 from services.broker.paths import ProxyPath, checked_path, grant_allows
 from services.exceptions import (
     InvalidProxyPath,
+    InvalidProxyRequest,
     NotGranted,
     NotProxyable,
     SensitiveEndpointRefused,
@@ -65,6 +66,10 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
     """Make the agent's call to its provider with the stored credential; record its event."""
     path = checked_path(request.raw_path)
     methods = methods_named(method=request.method, headers=request.headers, query=request.query)
+    if request.body and methods & outbound.BODILESS_METHODS:
+        # An override that names GET, HEAD or OPTIONS on a request with a body: a provider
+        # that honours it reads the body as the start of the next request.
+        raise InvalidProxyRequest()
     found = granted_set(actor=actor, service=service)
     if found is None or not _allowed(found, methods, path):
         raise NotGranted()
