@@ -93,7 +93,8 @@ def lock_audit_head(*, account_id: int) -> None:
     Every transaction that changes an account takes this lock first, before any row it
     changes: one lock order for all writers of an account, so that two of them never wait for
     each other (a replacing store holding a service row while a creating store holds the
-    account row and waits on that service row was a deadlock).
+    account row and waits on that service row was a deadlock). On PostgreSQL the writers first
+    wait in order at the account's gate, then take the row (dialects.py).
     """
     db = _db()
     with db.cursor() as cursor:
