@@ -178,11 +178,12 @@ class PostgreSQL(Dialect):
         # lock of its lock manager, such as the gate, in the order it was asked for; a row
         # lock goes to whichever transaction takes it first as it is let go, and with 16
         # stores of one account at once their p99 was 3.5 to 5.5 times their median; through
-        # the gate, 1.3 to 1.5 times (docs/performance.md, "The store's tail"). The gate is let go with the transaction, as the row's lock is; taken again by
-        # the same transaction it is granted at once. The row is locked only once the join
-        # has the gate's row: after the gate. A statement that locks the row alone (a read's
-        # event) queues at the row as before; a transaction that did so and then asks for the
-        # gate goes against the lock order, and PostgreSQL's deadlock detector sees both waits.
+        # the gate, 1.3 to 1.5 times (docs/performance.md, "The store's tail"). The gate is
+        # let go with the transaction, as the row's lock is; taken again by the same
+        # transaction it is granted at once. The row is locked only once the join has the
+        # gate's row: after the gate. A statement that locks the row alone (a read's event)
+        # queues at the row as before; a transaction that did so and then asks for the gate
+        # goes against the lock order, and PostgreSQL's deadlock detector sees both waits.
         gate = "WITH gate AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s::int4, %s::int4))"
         head = f"SELECT a.id FROM {accounts} a, gate WHERE a.id = %s FOR UPDATE OF a"
         self.lock_audit_head = f"{gate} {head}"
