@@ -139,7 +139,10 @@ CREDVAULT_VERIFY_TIMEOUT = env.float("CREDVAULT_VERIFY_TIMEOUT", default=5.0)
 # Brokered calls: the operator's own catalog entries (a file in the catalog's
 # format), the bounds of a call, and the per-agent-token rate.
 CREDVAULT_EXTRA_CATALOG = env.str("CREDVAULT_EXTRA_CATALOG", default="")
+# Seconds for a provider's answer to begin, and for each silence within it; a streamed answer
+# ends at CREDVAULT_PROXY_MAX_DURATION seconds from the call's start.
 CREDVAULT_PROXY_TIMEOUT = env.float("CREDVAULT_PROXY_TIMEOUT", default=30.0)
+CREDVAULT_PROXY_MAX_DURATION = env.float("CREDVAULT_PROXY_MAX_DURATION", default=600.0)
 CREDVAULT_PROXY_MAX_BODY = env.int("CREDVAULT_PROXY_MAX_BODY", default=1024 * 1024)
 CREDVAULT_PROXY_MAX_RESPONSE = env.int("CREDVAULT_PROXY_MAX_RESPONSE", default=10 * 1024 * 1024)
 CREDVAULT_PROXY_RATE_LIMIT = env.str("CREDVAULT_PROXY_RATE_LIMIT", default="600/min")

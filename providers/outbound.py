@@ -10,11 +10,15 @@ verification check, a brokered call, an OAuth token request) goes through here.
   CREDVAULT_PROVIDER_BASE_URLS or an entry of CREDVAULT_EXTRA_CATALOG).
 - **How.** No redirect is followed (a 3xx comes back as it is), TLS is verified against
   certifi's bundle, proxies, CA bundles and netrc from the environment are ignored, nothing is
-  retried. The whole exchange is bounded by a deadline: a watchdog shuts its socket down when
-  it passes, because per-read timeouts never trip on a server that drips a byte a second; the
+  retried. The exchange is bounded by deadlines: a watchdog shuts its socket down when the
+  answer's head has not come within `timeout`, or when the whole call passes its bound
+  (`max_duration`, which `send` sets to `timeout`), because per-read timeouts never trip on a
+  server that drips a byte a second; each read of the body waits at most `timeout` besides. A
   deadline is an entry in the process's one deadline thread (`providers.deadlines`), not a
   thread per call. A name lookup is waited for only until the deadline (a literal address is
   not looked up). At most `max_answer` bytes of an answer are read.
+- **Whole or piece by piece.** `send` returns the whole answer; `open_answer` returns once
+  the head has come, and its body is read as it arrives (a brokered call passes a stream on).
 - **Pooled, and only after an exact answer.** Each worker keeps its connections open for the
   next call (keep-alive, at most POOL_CONNECTIONS idle per pool and POOL_KEYS pools), so that a
   call costs one request, not a new TCP and TLS handshake. A pool serves one destination and
@@ -181,8 +185,18 @@ class Watchdog:
         self._sockets: list[socket.socket] = []
         self._finished = False
         self.fired = False
-        self.ends_at = time.monotonic() + seconds
+        self.started_at = time.monotonic()
+        self.ends_at = self.started_at + seconds
         self._deadline = deadlines.schedule(seconds, self._fire)
+
+    def extend(self, seconds: float) -> None:
+        """Move the deadline to `seconds` after the watchdog started: a streamed answer's
+        whole bound, once its head came within the first one. Nothing moves once it fired."""
+        self._deadline.cancel()  # once returned, `_fire` is not running and never will
+        if self.fired or self._finished:
+            return
+        self.ends_at = self.started_at + seconds
+        self._deadline = deadlines.schedule(self.ends_at - time.monotonic(), self._fire)
 
     def remaining(self) -> float:
         return max(0.001, self.ends_at - time.monotonic())  # 0 would make a socket non-blocking
@@ -354,25 +368,20 @@ class WatchedHTTPSConnection(_WatchedConnectionMixin, HTTPSConnection):
     pass
 
 
-def run_with_deadline(exchange: Callable[[Watchdog], Answer], seconds: float) -> Answer:
-    """Run `exchange` with a watchdog over its sockets, so that nothing holds the caller past
-    the deadline: a read, a write or a TLS handshake ends when its socket is shut down, a
-    connection attempt is bounded by the time left, and a name lookup is waited for only that
-    long (`resolve_within`)."""
-    watchdog = Watchdog(seconds)
-    token = current_watchdog.set(watchdog)
-    try:
-        answer = exchange(watchdog)
-    except OutboundError as exc:
-        raise OutboundError(Failure.TIMEOUT if watchdog.fired else exc.kind) from None
-    except Exception:  # the library's text can hold a URL: only the kind survives
-        raise OutboundError(Failure.TIMEOUT if watchdog.fired else Failure.UNAVAILABLE) from None
-    finally:
-        watchdog.finish()
-        current_watchdog.reset(token)
+def failure_of(exc: BaseException, watchdog: Watchdog) -> OutboundError:
+    """The one kind a failed exchange reports: a timeout once the deadline passed (a shut socket
+    fails in many ways) or a read waited out its silence, else the OutboundError's own kind,
+    else `UNAVAILABLE`. Nothing the library said survives: its text can hold a URL."""
     if watchdog.fired:
-        raise OutboundError(Failure.TIMEOUT)
-    return answer
+        return OutboundError(Failure.TIMEOUT)
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):
+        # A refused connection: urllib3 counts it among its connect timeouts.
+        return OutboundError(Failure.UNAVAILABLE)
+    if isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)):
+        return OutboundError(Failure.TIMEOUT)
+    if isinstance(exc, OutboundError):
+        return OutboundError(exc.kind)
+    return OutboundError(Failure.UNAVAILABLE)
 
 
 # --- pooled connections ---------------------------------------------------------------------
@@ -507,7 +516,84 @@ def before_waiting(hook: Callable[[], None]) -> None:
 BODILESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def send(
+class OpenAnswer:
+    """A provider's answer whose head has arrived: its status and headers, and its body read
+    piece by piece as it arrives (`read`), or whole (`read_all`).
+
+    Each read waits at most the call's `timeout` for the next bytes; the whole call ends at its
+    watchdog's deadline; more than `max_answer` bytes of body is `TOO_LARGE`. At the body's end
+    the connection goes back to its pool (when its framing held, `FramedAnswer`); an answer
+    closed or failed before its end closes its connection."""
+
+    __slots__ = ("_left", "_open", "_read_ahead", "_response", "_watchdog", "headers", "status")
+
+    def __init__(self, response, watchdog: Watchdog, max_answer: int) -> None:
+        self.status: int = response.status
+        self.headers: list[tuple[str, str]] = list(response.headers.iteritems())
+        self._response = response
+        self._watchdog = watchdog
+        self._left = max_answer
+        self._open = True
+        self._read_ahead: bytes | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAnswer({self.status})"
+
+    @property
+    def declared_length(self) -> int | None:
+        """The body's length as its Content-Length says, when it says one (not chunked)."""
+        if self._response.chunked:
+            return None
+        length = self._response.headers.get("content-length", "")
+        return int(length) if length.isdigit() else None
+
+    def read(self) -> bytes:
+        """The body's next bytes as they arrive (at most READ_CHUNK), `b""` at its end.
+        Raises OutboundError, the answer closed."""
+        if self._read_ahead is not None:
+            piece, self._read_ahead = self._read_ahead, b""
+            return piece
+        if not self._open:
+            return b""
+        try:
+            piece = self._response.read1(READ_CHUNK)
+            if not piece and self._watchdog.fired:
+                # A shut socket reads as the end of an answer delimited by its connection.
+                raise OutboundError(Failure.TIMEOUT)
+            self._left -= len(piece)
+            if self._left < 0:
+                raise OutboundError(Failure.TOO_LARGE)
+        except Exception as exc:
+            self.close()
+            raise failure_of(exc, self._watchdog) from None
+        if not piece:
+            self._open = False
+            self._response.release_conn()
+            self._watchdog.finish()
+        return piece
+
+    def read_all(self) -> bytes:
+        """The whole body (at most `max_answer` bytes). Raises OutboundError."""
+        pieces = []
+        while piece := self.read():
+            pieces.append(piece)
+        return b"".join(pieces)
+
+    def read_ahead(self) -> None:
+        """Read the whole body now (at most `max_answer` bytes), so that the connection is
+        done with; `read` then gives it from memory. Raises OutboundError."""
+        self._read_ahead = self.read_all()
+
+    def close(self) -> None:
+        """End the answer where it is: its connection is closed, never pooled, unless the body
+        was read to its end."""
+        if self._open:
+            self._open = False
+            self._response.close()  # never back to the pool with an unread answer on it
+            self._watchdog.finish()
+
+
+def open_answer(
     *,
     destination: Destination,
     method: str,
@@ -515,19 +601,26 @@ def send(
     headers: Mapping[str, str],
     body: bytes | None,
     timeout: float,
+    max_duration: float,
     max_answer: int,
     pool_key: Hashable = (),
-) -> Answer:
+) -> OpenAnswer:
     """Send one request to `destination` (`target`: the path under its host, with the query)
-    and read its answer within `timeout` seconds. Raises OutboundError.
+    and wait for its answer's head: at most `timeout` seconds from the start, then at most
+    `timeout` for each of the body's reads and `max_duration` seconds for the whole call. An
+    answer whose Content-Length is over `max_answer` is refused before its body. Raises
+    OutboundError.
 
     `pool_key` says whose calls the connection may carry afterwards: a brokered call gives its
     account and service; `()`, the destination's shared pool, is for requests credvault
     composes whole (a verification check, an OAuth token request)."""
     if body and method.upper() in BODILESS_METHODS:
         raise ValueError("a GET, HEAD or OPTIONS request carries no body")
-
-    def exchange(watchdog: Watchdog) -> Answer:
+    for hook in _before_waiting:
+        hook()
+    watchdog = Watchdog(timeout)
+    token = current_watchdog.set(watchdog)
+    try:
         address = address_for(destination, seconds=watchdog.remaining())
         pool = pools.get(destination, address, pool_key)
         response = pool.urlopen(
@@ -542,23 +635,51 @@ def send(
             assert_same_host=False,
             timeout=urllib3.Timeout(connect=watchdog.remaining(), read=timeout),
         )
-        chunks, size = [], 0
-        headers_out = list(response.headers.iteritems())
-        try:
-            if any("\n" in value or "\r" in value for _, value in headers_out):
-                # A value folded over lines that end at a bare LF keeps it once parsed.
-                raise OutboundError(Failure.BAD_ANSWER)
-            for chunk in response.stream(READ_CHUNK):
-                size += len(chunk)
-                if size > max_answer:
-                    raise OutboundError(Failure.TOO_LARGE)
-                chunks.append(chunk)
-        except BaseException:
-            response.close()  # never back to the pool with an unread answer on it
-            raise
-        response.release_conn()
-        return Answer(response.status, headers_out, b"".join(chunks))
+    except BaseException as exc:
+        watchdog.finish()
+        if isinstance(exc, Exception):
+            raise failure_of(exc, watchdog) from None
+        raise
+    finally:
+        current_watchdog.reset(token)
+    answer = OpenAnswer(response, watchdog, max_answer)
+    declared = answer.declared_length
+    if any("\n" in value or "\r" in value for _, value in answer.headers):
+        # A value folded over lines that end at a bare LF keeps it once parsed.
+        answer.close()
+        raise OutboundError(Failure.BAD_ANSWER)
+    if declared is not None and declared > max_answer:
+        answer.close()
+        raise OutboundError(Failure.TOO_LARGE)
+    if watchdog.fired:
+        answer.close()
+        raise OutboundError(Failure.TIMEOUT)
+    watchdog.extend(max_duration)
+    return answer
 
-    for hook in _before_waiting:
-        hook()
-    return run_with_deadline(exchange, timeout)
+
+def send(
+    *,
+    destination: Destination,
+    method: str,
+    target: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    timeout: float,
+    max_answer: int,
+    pool_key: Hashable = (),
+) -> Answer:
+    """`open_answer`, its body read whole, the whole call within `timeout` seconds. Raises
+    OutboundError."""
+    answer = open_answer(
+        destination=destination,
+        method=method,
+        target=target,
+        headers=headers,
+        body=body,
+        timeout=timeout,
+        max_duration=timeout,
+        max_answer=max_answer,
+        pool_key=pool_key,
+    )
+    return Answer(answer.status, answer.headers, answer.read_all())

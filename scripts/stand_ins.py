@@ -42,7 +42,9 @@ class Recorded:
 class Reply:
     """The provider's answer. `hang` holds each request unanswered until the stand-in stops (30 s
     at most), `drip_seconds` sends the body one byte at a time, `delay_seconds` waits before the
-    status line."""
+    status line. A stream is sent chunked: `chunks`, one HTTP chunk each, `chunk_seconds` apart
+    (the first at once), or `generated_bytes` made as they are sent, 64 KiB a chunk, never held
+    whole."""
 
     status: int = 200
     body: bytes = b"{}"
@@ -50,6 +52,26 @@ class Reply:
     hang: bool = False
     drip_seconds: float = 0.0
     delay_seconds: float = 0.0  # before the status line
+    chunks: tuple[bytes, ...] = ()
+    chunk_seconds: float = 0.0
+    generated_bytes: int = 0
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.chunks or self.generated_bytes)
+
+    def pieces(self):
+        """The chunks of a streamed body, in order."""
+        yield from self.chunks
+        left = self.generated_bytes
+        while left > 0:
+            piece = GENERATED_PIECE[: min(left, len(GENERATED_PIECE))]
+            left -= len(piece)
+            yield piece
+
+
+# What a generated body repeats: text no secret is made of.
+GENERATED_PIECE = b"0123456789abcdef" * 4096
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -66,6 +88,11 @@ class ProviderServer:
         self.requests: list[Recorded] = []
         self.reply = Reply()
         self.released = threading.Event()
+        # A streamed reply: when each chunk was written (time.monotonic()), whether its last
+        # chunk was, and whether a write failed (the client went away).
+        self.sent_at: list[float] = []
+        self.finished = threading.Event()
+        self.broken = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -89,6 +116,9 @@ class ProviderServer:
                 if reply.hang:
                     server.released.wait(30)
                     return
+                if reply.streamed:
+                    self._stream(reply)
+                    return
                 self.send_response(reply.status)
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
@@ -104,6 +134,26 @@ class ProviderServer:
                         self.wfile.flush()
                 else:
                     self.wfile.write(reply.body)
+
+            def _stream(self, reply: Reply) -> None:
+                self.send_response(reply.status)
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for number, piece in enumerate(reply.pieces()):
+                        if number and server.released.wait(reply.chunk_seconds):
+                            return
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        self.wfile.flush()
+                        server.sent_at.append(time.monotonic())
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                    server.finished.set()
+                except OSError:
+                    server.broken.set()
+                    self.close_connection = True
 
             do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 

@@ -173,6 +173,7 @@ def record(
     method: str = "",
     path: str = "",
     upstream_status: int | None = None,
+    outcome: AuditOutcome | None = None,
 ) -> AuditEvent:
     """Append the event of `actor`'s request: `operation`'s action, with its success status
     or the `status` it was refused or failed with. One statement, atomic by itself; inside a
@@ -180,9 +181,11 @@ def record(
 
     A brokered call gives its `method` and `path`, and `upstream_status` when the provider
     answered: its outcome is then `success` whatever that status (the call was made and its
-    answer passed back); without an answer it follows credvault's own status."""
+    answer passed back), or the `outcome` of its streamed body (`cut`, `abandoned`); without
+    an answer it follows credvault's own status."""
     status = operation.status if status is None else status
-    outcome = AuditOutcome.SUCCESS if upstream_status is not None else outcome_for(status)
+    if outcome is None:
+        outcome = AuditOutcome.SUCCESS if upstream_status is not None else outcome_for(status)
     fields = {
         "account_id": actor.account_id,
         "occurred_at": timezone.now(),

@@ -159,6 +159,14 @@ def check_limits(app_configs, **kwargs):
         errors.append(
             Error("CREDVAULT_PROXY_TIMEOUT must be above 0 and at most 300.", id="credvault.E013")
         )
+    if not settings.CREDVAULT_PROXY_TIMEOUT <= settings.CREDVAULT_PROXY_MAX_DURATION <= 86400:
+        errors.append(
+            Error(
+                "CREDVAULT_PROXY_MAX_DURATION must be at least CREDVAULT_PROXY_TIMEOUT and at "
+                "most 86400.",
+                id="credvault.E022",
+            )
+        )
     for name, unit in (
         ("CREDVAULT_PROXY_MAX_BODY", "byte"),
         ("CREDVAULT_PROXY_MAX_RESPONSE", "byte"),

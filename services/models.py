@@ -297,6 +297,10 @@ class AuditOutcome(models.TextChoices):
     SUCCESS = "success"
     REFUSED = "refused"
     ERROR = "error"
+    # A brokered call whose answer was streamed: credvault cut the body before its end, or the
+    # agent went away before it (services/broker/streams.py).
+    CUT = "cut"
+    ABANDONED = "abandoned"
 
 
 class AuditEvent(models.Model):

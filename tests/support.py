@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.db import connection
+from django.http import HttpResponse, StreamingHttpResponse
 from django.test import Client
 
 from scripts.stand_ins import OAuthServer
@@ -167,7 +168,7 @@ def call(token: str, method: str, service: str, path: str = "/", **options):
     if "raw" in options:
         extra["RAW_URI"] = options.pop("raw")
     query = options.pop("query", "")
-    return Client(raise_request_exception=False).generic(
+    response = Client(raise_request_exception=False).generic(
         method,
         f"{PROXY_PREFIX}/{service}{path}" + (f"?{query}" if query else ""),
         body,
@@ -175,6 +176,20 @@ def call(token: str, method: str, service: str, path: str = "/", **options):
         headers=headers,
         **extra,
     )
+    return read_whole(response) if response.streaming else response
+
+
+def read_whole(streamed: StreamingHttpResponse) -> HttpResponse:
+    """A streamed answer read to its end, as an agent reads it (so that the call ends: its
+    audit event written, its connection given back), as a whole response with its status
+    and headers. The test client leaves a streamed body unread."""
+    body = b"".join(streamed.streaming_content)
+    whole = HttpResponse(body, status=streamed.status_code)
+    for name, value in streamed.items():
+        whole[name] = value
+    whole.json = lambda **kwargs: json.loads(body, **kwargs)
+    whole.streamed = True
+    return whole
 
 
 # --- OAuth, the account's side ---------------------------------------------------------------

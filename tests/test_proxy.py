@@ -288,7 +288,7 @@ class TestRevocationRefusesTheVeryNextCall:
 class TestTheAnswer:
     def test_a_redirect_is_passed_back_and_not_followed(self, github, provider_server):
         _, token = github
-        elsewhere = f"{provider_server.url}/elsewhere"
+        elsewhere = "https://elsewhere.example/login"
         provider_server.answer(302, b"", headers={"Location": elsewhere})
         response = call(token, "GET", "github", "/user")
         assert response.status_code == 302
@@ -323,10 +323,30 @@ class TestTheAnswer:
         response = call(token, "GET", "twilio", "/x")
         assert response.content == b"auth was Basic [REDACTED]; sid [REDACTED]"
 
-    def test_a_slow_provider_is_504_within_the_bound(self, github, provider_server, settings):
+    def test_a_provider_silent_past_the_timeout_is_504(self, github, provider_server, settings):
         settings.CREDVAULT_PROXY_TIMEOUT = 0.5
         _, token = github
-        provider_server.answer(200, b"{}", drip_seconds=0.3)
+        provider_server.answer(200, b"{}", delay_seconds=3)
+        response = call(token, "GET", "github", "/user")
+        assert response.status_code == 504
+        assert response.json()["code"] == "upstream_timeout"
+
+    def test_the_timeout_bounds_each_silence_not_the_answer(
+        self, github, provider_server, settings
+    ):
+        settings.CREDVAULT_PROXY_TIMEOUT = 0.5
+        _, token = github
+        provider_server.answer(200, b'{"a": 1}', drip_seconds=0.2)  # 1.6 s in all
+        response = call(token, "GET", "github", "/user")
+        assert (response.status_code, response.content) == (200, b'{"a": 1}')
+
+    def test_a_provider_dripping_past_the_whole_bound_is_504(
+        self, github, provider_server, settings
+    ):
+        settings.CREDVAULT_PROXY_TIMEOUT = 0.5
+        settings.CREDVAULT_PROXY_MAX_DURATION = 1
+        _, token = github
+        provider_server.answer(200, b'{"pad": "xxxxxxxx"}', drip_seconds=0.2)
         response = call(token, "GET", "github", "/user")
         assert response.status_code == 504
         assert response.json()["code"] == "upstream_timeout"

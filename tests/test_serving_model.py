@@ -105,12 +105,12 @@ def test_a_request_holds_no_database_connection_while_the_provider_answers(
     calls do not hold the connections the other requests need (storage/connections.py, run
     by the outbound client before every request it sends)."""
     held_during_call = []
-    exchange = outbound.run_with_deadline
+    exchange = outbound.address_for
 
     def observed(*args, **kwargs):
         held_during_call.append(connections["default"].connection is not None)
         return exchange(*args, **kwargs)
 
-    monkeypatch.setattr(outbound, "run_with_deadline", observed)
+    monkeypatch.setattr(outbound, "address_for", observed)
     assert alice_api.test("github", creds(api_key="ghp_x")).status_code == 200
     assert held_during_call == [False]

@@ -55,6 +55,8 @@ def problem_response(
     )
     for name, value in (headers or {}).items():
         response[name] = value
+    # Named on credvault's own answers to a brokered call (services/api/middleware.py).
+    response.problem_code = code
     return response
 
 

@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from services.api import health
 from services.api.context import RequestContext
 from services.api.errors import database_unavailable
+from services.api.wsgi import CREDVAULT_ERROR_HEADER, PROXY_PATH_PREFIX
 from services.logs import escaped_path
 from services.oauth.connect import START_PATH
 
@@ -38,12 +39,23 @@ class RequestContextMiddleware:
         context = request.context = RequestContext.for_request(request)
         response = self.get_response(request)
         if request.method == "HEAD" and not response.streaming:
-            # The headers of the GET, with its Content-Length, and no body (RFC 9110):
-            # gunicorn drops a HEAD's body with a warning per request otherwise.
-            response["Content-Length"] = str(len(response.content))
+            # The headers of the GET, with its Content-Length (a provider's own, when the
+            # answer is one), and no body (RFC 9110): gunicorn drops a HEAD's body with a
+            # warning per request otherwise.
+            if not response.has_header("Content-Length"):
+                response["Content-Length"] = str(len(response.content))
             response.content = b""
         response["Cache-Control"] = "no-store"
-        response["X-Request-ID"] = context.request_id
+        if getattr(response, "passed_on", False):
+            # A provider's answer keeps its own X-Request-ID; credvault's goes beside it.
+            response["X-Credvault-Request-Id"] = context.request_id
+        else:
+            response["X-Request-ID"] = context.request_id
+            if request.path.startswith(PROXY_PATH_PREFIX):
+                # credvault's own answer to a brokered call (a refusal, a timeout): the
+                # agent tells it from the provider's by these.
+                response["X-Credvault-Request-Id"] = context.request_id
+                response[CREDVAULT_ERROR_HEADER] = getattr(response, "problem_code", "error")
         accepted = context.principal if context.authenticated else None
         access_log.info(
             "%s %s %s %.1fms token=%s request_id=%s",

@@ -8,7 +8,8 @@ from __future__ import annotations
 from urllib.parse import quote, unquote, urlsplit
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from providers import outbound
@@ -74,14 +75,24 @@ def proxy_body(request: ApiRequest) -> bytes:
     return request.body
 
 
-def render(answer: ProxyAnswer) -> HttpResponse:
-    response = HttpResponse(answer.body, status=answer.status)
+def render(answer: ProxyAnswer) -> HttpResponseBase:
+    """The provider's answer: whole, or streamed as it arrives. Marked as the provider's
+    (`passed_on`), so that its own X-Request-ID stays (services/api/middleware.py)."""
+    if answer.stream is not None:
+        response: HttpResponseBase = StreamingHttpResponse(answer.stream, status=answer.status)
+        # nginx (deploy/nginx.conf) passes this answer on as it comes, not once whole.
+        response["X-Accel-Buffering"] = "no"
+    else:
+        response = HttpResponse(answer.body, status=answer.status)
     del response["Content-Type"]  # the provider's own, if it sent one
     merged: dict[str, list[str]] = {}
     for name, value in answer.headers:
         merged.setdefault(name, []).append(value)
     for name, values in merged.items():
         response[name] = ", ".join(values)
+    if answer.stream is None and not response.has_header("Content-Length"):
+        response["Content-Length"] = str(len(answer.body))  # a HEAD answer keeps the provider's
+    response.passed_on = True
     return response
 
 
@@ -140,7 +151,7 @@ class ProxyView(AuditedAPIView):
             context.path = "/"
         super().initial(request, *args, **kwargs)
 
-    def proxy(self, request: ApiRequest, service: str) -> HttpResponse:
+    def proxy(self, request: ApiRequest, service: str) -> HttpResponseBase:
         normalized = credentials.service_identifier(service)
         proxied = ProxyRequest(
             method=request.method,
@@ -148,6 +159,7 @@ class ProxyView(AuditedAPIView):
             query=request.META.get("QUERY_STRING", ""),
             headers=agent_headers(request),
             body=proxy_body(request),
+            proxy_url=request.build_absolute_uri(PROXY_PATH_PREFIX + normalized),
         )
         return render(call(actor=request.context.actor, service=normalized, request=proxied))
 
@@ -156,7 +168,7 @@ def _handler(method: str):
     """The view's handler of one method: each its own function, so that each is its own
     operation in the document."""
 
-    def handle(self: ProxyView, request: ApiRequest, service: str, path: str) -> HttpResponse:
+    def handle(self: ProxyView, request: ApiRequest, service: str, path: str) -> HttpResponseBase:
         return self.proxy(request, service)
 
     handle.__name__ = handle.__qualname__ = method

@@ -107,6 +107,8 @@ def read_body(environ: dict[str, Any], limit: int, expected: int | None) -> byte
 
 
 PROXY_PATH_PREFIX = "/api/v1/agent/proxy/"
+# On credvault's own answers to a brokered call, the problem's code: never on the provider's.
+CREDVAULT_ERROR_HEADER = "X-Credvault-Error"
 
 
 def body_limit(environ: dict[str, Any]) -> int:
@@ -127,7 +129,7 @@ class RequestBodyMiddleware:
         most = body_limit(environ)
         if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower() and not length:
             if not environ.get("wsgi.input_terminated"):
-                return self._problem(start_response, LengthRequired)
+                return self._problem(start_response, LengthRequired, environ)
             limit, expected = most + 1, None
         elif length.isdigit() and 0 < int(length) <= most:
             limit = expected = int(length)
@@ -149,13 +151,19 @@ class RequestBodyMiddleware:
                 "did not arrive in time" if late else "ended early",
                 exc,
             )
-            return self._problem(start_response, BodyTimeout if late else MalformedRequest)
+            return self._problem(start_response, BodyTimeout if late else MalformedRequest, environ)
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
         return self.app(environ, start_response)
 
     @staticmethod
-    def _problem(start_response: Callable[..., Any], problem: type[ProblemError]) -> list[bytes]:
+    def _problem(
+        start_response: Callable[..., Any],
+        problem: type[ProblemError],
+        environ: dict[str, Any],
+    ) -> list[bytes]:
         status, headers, body = problem_before_django(problem)
+        if environ.get("PATH_INFO", "").startswith(PROXY_PATH_PREFIX):
+            headers.append((CREDVAULT_ERROR_HEADER, problem.default_code))
         start_response(status, headers)
         return [body]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from providers import outbound
 from services.broker.headers import header_tokens
 from services.broker.redaction import Redaction
+from services.broker.streams import PassedOn
 from services.exceptions import (
     UpstreamBadAnswer,
     UpstreamTimeout,
@@ -36,26 +37,54 @@ DROPPED_ANSWER_HEADERS = frozenset(
 DECODED_CODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})
 
 
+# An answer whose body is known to be at most this long (its Content-Length says so) is read
+# whole and passed on with its length; any other answer is passed on as it arrives.
+WHOLE_ANSWER_MOST = 64 * 1024
+
+
 @dataclass(frozen=True, slots=True)
 class ProxyAnswer:
+    """The answer the agent receives: the provider's status and headers, and its body, whole
+    (`body`) or as it arrives (`stream`)."""
+
     status: int
     headers: list[tuple[str, str]]
-    body: bytes
+    body: bytes = b""
+    stream: PassedOn | None = None
 
 
-def agents_answer(answer: outbound.Answer, sent: tuple[str, ...]) -> ProxyAnswer:
-    """The provider's status, its end-to-end headers less Set-Cookie, and its body, each with
-    every injected value redacted; an answer in a coding credvault cannot read is refused."""
+def readable(answer: outbound.OpenAnswer) -> None:
+    """Refuse an answer in a coding credvault cannot read (nor so redact), its connection
+    closed."""
     if not header_tokens(answer.headers, "content-encoding") <= DECODED_CODINGS:
+        answer.close()
         raise UpstreamUnavailable("The provider answered in an encoding credvault cannot read.")
+
+
+def passed_whole(answer: outbound.OpenAnswer, *, method: str) -> bool:
+    """Whether the answer's body is read whole before it is passed on: none may follow its
+    head (HEAD, 204, 304), or its Content-Length is at most WHOLE_ANSWER_MOST."""
+    if method == "HEAD" or answer.status in (204, 304):
+        return True
+    length = answer.declared_length
+    return length is not None and length <= WHOLE_ANSWER_MOST
+
+
+def agents_headers(
+    answer: outbound.OpenAnswer, redaction: Redaction, *, method: str
+) -> list[tuple[str, str]]:
+    """The provider's end-to-end headers less Set-Cookie, each with every injected value
+    redacted. The body is passed on decoded and framed again, so its length and coding go,
+    but for a HEAD answer, which keeps the Content-Length of the GET it stands for."""
     connection_named = header_tokens(answer.headers, "connection")
-    redaction = Redaction(sent)
-    headers = [
+    dropped = (
+        DROPPED_ANSWER_HEADERS - {"content-length"} if method == "HEAD" else DROPPED_ANSWER_HEADERS
+    )
+    return [
         (name, redaction.apply(value.encode("latin-1")).decode("latin-1"))
         for name, value in answer.headers
-        if name.lower() not in DROPPED_ANSWER_HEADERS and name.lower() not in connection_named
+        if name.lower() not in dropped and name.lower() not in connection_named
     ]
-    return ProxyAnswer(answer.status, headers, redaction.apply(answer.body))
 
 
 def failure(kind: outbound.Failure) -> Exception:

@@ -7,30 +7,45 @@ mints a credential needs a grant that names it (sensitive endpoints); the token'
 flight are counted (at most CREDVAULT_PROXY_MAX_CONCURRENT); the set is made usable (refreshed
 first when it is an OAuth set about to expire); the destination and the credential's placement
 come from the catalog; the call goes through the strict outbound client; the answer is passed
-back with every injected value redacted. A call answered 401 for an OAuth set is refreshed once
+back with every injected value redacted and its addresses moved onto the proxy, whole when it
+is short, else as it arrives (`streams`). A call answered 401 for an OAuth set is refreshed once
 and retried once, for the methods a provider may receive twice. Each call is one audit event:
-`agent.proxy`, service, method, path without its query, the provider's status.
+`agent.proxy`, service, method, path without its query, the provider's status; a streamed
+answer's is written once its body has ended, with how it ended.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.db import DatabaseError
 
 from providers import catalog, outbound, sensitive
 from providers.identifiers import OAUTH
 from services import audit
 from services.access import GrantedSet, granted_set, refreshed_set, usable_set
 from services.audit import Actor, Operation
-from services.broker.answers import ProxyAnswer, agents_answer, failure
+from services.broker.answers import (
+    ProxyAnswer,
+    agents_headers,
+    failure,
+    passed_whole,
+    readable,
+)
 from services.broker.destination import destination_for, placed_credential
 from services.broker.headers import outbound_headers
 from services.broker.limits import call_in_flight
+from services.broker.locations import onto_proxy
 from services.broker.methods import methods_named
 from services.broker.paths import ProxyPath, checked_path, grant_allows
+from services.broker.redaction import Redaction
+from services.broker.streams import PassedOn
 from services.exceptions import (
     InvalidProxyPath,
     InvalidProxyRequest,
@@ -40,6 +55,9 @@ from services.exceptions import (
     ServiceNotConnected,
 )
 from services.masking import Secret
+from services.models import AuditOutcome
+
+logger = logging.getLogger("credvault.audit")
 
 # A call answered 401 for an OAuth set is refreshed once and retried once with these methods:
 # the ones a provider may receive twice.
@@ -50,13 +68,16 @@ RETRIED_AFTER_REFRESH = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 class ProxyRequest:
     """The agent's request: its method, the path after the service as it was sent (still
     percent-encoded: `""` or `/...`), the query string as it came, its headers (lower-case
-    names) and its body."""
+    names), its body, and the URL at which the agent reaches the service through credvault
+    (`https://credvault.example/api/v1/agent/proxy/github`: the provider's own addresses in the
+    answer are moved there)."""
 
     method: str
     raw_path: str
     query: str
     headers: Mapping[str, str]
     body: bytes
+    proxy_url: str = ""
 
     def __repr__(self) -> str:
         return f"ProxyRequest({self.method} {self.raw_path!r})"
@@ -71,8 +92,9 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
         # that honours it reads the body as the start of the next request.
         raise InvalidProxyRequest()
     found = granted_set(actor=actor, service=service)
-    if found is None or not _allowed(found, methods, path):
+    if found is None:
         raise NotGranted()
+    _check_grant(found, methods, path)
     if not found.fields:
         raise ServiceNotConnected()
     provider = catalog.get(service)
@@ -82,22 +104,51 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
             "catalog with CREDVAULT_EXTRA_CATALOG."
         )
     _refuse_sensitive(provider, found, methods, path)
-    with call_in_flight(token_prefix=actor.token_prefix):
-        proxied = _call_provider(actor, service, provider, found, request, path, methods)
-    audit.record(
-        actor,
-        Operation.PROXY_CALL,
-        status=proxied.status,
-        service=service,
-        method=request.method,
-        path=request.raw_path or "/",
-        upstream_status=proxied.status,
-    )
-    return proxied
+    with ExitStack() as in_flight:
+        in_flight.enter_context(call_in_flight(token_prefix=actor.token_prefix))
+        sent = _call_provider(actor, service, provider, found, request, path, methods)
+        answer = sent.answer
+        readable(answer)
+        redaction = Redaction(sent.injected)
+        headers = agents_headers(answer, redaction, method=request.method)
+        headers = onto_proxy(headers, api_base=sent.api_base, proxy_url=request.proxy_url)
+        recorded = partial(
+            audit.record,
+            actor,
+            Operation.PROXY_CALL,
+            status=answer.status,
+            service=service,
+            method=request.method,
+            path=request.raw_path or "/",
+            upstream_status=answer.status,
+        )
+        if passed_whole(answer, method=request.method):
+            try:
+                body = answer.read_all()
+            except outbound.OutboundError as exc:
+                raise failure(exc.kind) from None
+            recorded()
+            return ProxyAnswer(answer.status, headers, redaction.apply(body))
+        # Streamed: the call stays in flight, and its event waits, until the body has ended.
+        ended = in_flight.pop_all()
+
+        def finished(outcome: AuditOutcome) -> None:
+            ended.close()
+            try:
+                recorded(outcome=outcome)
+            except DatabaseError as exc:
+                logger.error("audit event not written: %s", type(exc).__name__)
+
+        stream = PassedOn(answer=answer, redaction=redaction, finished=finished)
+        return ProxyAnswer(answer.status, headers, stream=stream)
 
 
-def _allowed(found: GrantedSet, methods: set[str], path: ProxyPath) -> bool:
-    return all(grant_allows(found, method, path) for method in methods)
+def _check_grant(found: GrantedSet, methods: set[str], path: ProxyPath) -> None:
+    """NotGranted, saying which, when a method or the path is outside the grant."""
+    if not methods <= set(found.methods):
+        raise NotGranted("The method is outside this agent's grant for the service.")
+    if not all(grant_allows(found, method, path) for method in methods):
+        raise NotGranted("The path is outside this agent's grant for the service.")
 
 
 def _refuse_sensitive(
@@ -112,6 +163,16 @@ def _refuse_sensitive(
             raise SensitiveEndpointRefused()
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A request sent to the provider: its answer (the head in, the body still to read), every
+    value it injected (for the redaction), and the API base it went to."""
+
+    answer: outbound.OpenAnswer
+    injected: tuple[str, ...]
+    api_base: str
+
+
 def _call_provider(
     actor: Actor,
     service: str,
@@ -120,26 +181,34 @@ def _call_provider(
     request: ProxyRequest,
     path: ProxyPath,
     methods: set[str],
-) -> ProxyAnswer:
+) -> Sent:
     used, fields = usable_set(actor=actor, service=service, found=found)
-    answer, sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
+    sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
     if (
-        answer.status == 401
+        sent.answer.status == 401
         and used.key_type == OAUTH
         and request.method in RETRIED_AFTER_REFRESH
         and any(name == "refresh_token" for name, _ in fields)
     ):
-        # The provider no longer takes the access token: refreshed once, retried once.
+        # The provider no longer takes the access token: refreshed once, retried once. The
+        # 401's body is read first, so that its connection is free while the set refreshes.
+        _read_ahead(sent.answer)
         fresh = refreshed_set(actor=actor, service=service, generation=used.generation or 0)
         if fresh.generation == used.generation:
             # Refreshed after a 401 within the last minute: the provider's 401 stands.
-            return agents_answer(answer, sent)
-        if not _allowed(fresh, methods, path):
-            raise NotGranted()
+            return sent
+        _check_grant(fresh, methods, path)
         _refuse_sensitive(provider, fresh, methods, path)
         _, fields = usable_set(actor=actor, service=service, found=fresh)
-        answer, sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
-    return agents_answer(answer, sent)
+        sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
+    return sent
+
+
+def _read_ahead(answer: outbound.OpenAnswer) -> None:
+    try:
+        answer.read_ahead()
+    except outbound.OutboundError as exc:
+        raise failure(exc.kind) from None
 
 
 def _send(
@@ -149,11 +218,10 @@ def _send(
     path: ProxyPath,
     *,
     pool_key: tuple[int, str],
-) -> tuple[outbound.Answer, tuple[str, ...]]:
+) -> Sent:
     """One request to the provider with the set's credential placed, at the set's API base
     (a refreshed set may name another host), on a connection only this account's calls to
-    this service use (`pool_key`): its answer, and every value the call injected (for the
-    redaction)."""
+    this service use (`pool_key`)."""
     destination = destination_for(provider, dict(fields))
     placed = placed_credential(provider, dict(fields))
     target = destination.base_path + placed.path_prefix + path.encoded
@@ -167,7 +235,7 @@ def _send(
     ) or not joined.path.startswith(destination.base_path):
         raise InvalidProxyPath()
     try:
-        answer = outbound.send(
+        answer = outbound.open_answer(
             destination=destination,
             method=request.method,
             target=target,
@@ -176,9 +244,11 @@ def _send(
             if request.body or request.method in ("POST", "PUT", "PATCH")
             else None,
             timeout=float(settings.CREDVAULT_PROXY_TIMEOUT),
+            max_duration=float(settings.CREDVAULT_PROXY_MAX_DURATION),
             max_answer=int(settings.CREDVAULT_PROXY_MAX_RESPONSE),
             pool_key=pool_key,
         )
     except outbound.OutboundError as exc:
         raise failure(exc.kind) from None
-    return answer, placed.sent
+    api_base = f"{destination.scheme}://{destination.authority}"
+    return Sent(answer, placed.sent, api_base + destination.base_path + placed.path_prefix)

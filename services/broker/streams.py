@@ -1,0 +1,81 @@
+"""A provider's answer passed on as it arrives: each piece of its body leaves as soon as the
+redaction allows (`StreamRedaction` holds back only an end where a form may be starting), so a
+Server-Sent Events stream keeps its timing, and a worker holds one piece of it at a time, never
+the whole answer.
+
+The body ends in one of three ways, and the call's audit event says which:
+
+- `success`: the provider's body was passed on whole;
+- `cut`: credvault ended it before its end: more than CREDVAULT_PROXY_MAX_RESPONSE bytes, the
+  call past CREDVAULT_PROXY_MAX_DURATION, a silence longer than CREDVAULT_PROXY_TIMEOUT, or the
+  provider's connection failing. The agent's connection then ends without the body's end
+  (`StreamCut`), so that no agent takes a cut body for a whole one;
+- `abandoned`: the agent went away first (the WSGI server closes the body unread).
+
+Either way the provider's connection is closed or given back at once.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable, Iterator
+
+from providers import outbound
+from services.broker.redaction import Redaction, StreamRedaction
+from services.models import AuditOutcome
+
+
+class StreamCut(ConnectionResetError):
+    """Raised into the WSGI server where credvault cuts a body: the server ends the agent's
+    connection without the body's end (gunicorn, as quietly as a connection the client reset;
+    the last chunk of a chunked body is never written)."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.ECONNRESET, "the brokered call's answer was cut")
+
+
+class PassedOn:
+    """The body of a streamed answer as the agent receives it. Iterated once; closed by the
+    WSGI server once the body has ended or the agent has gone (`close`). `finished` is called
+    once, with the body's outcome, before the agent sees the end of a whole body."""
+
+    __slots__ = ("_answer", "_finished", "_on_finish", "_redaction")
+
+    def __init__(
+        self,
+        *,
+        answer: outbound.OpenAnswer,
+        redaction: Redaction,
+        finished: Callable[[AuditOutcome], None],
+    ) -> None:
+        self._answer = answer
+        self._redaction = redaction
+        self._on_finish = finished
+        self._finished = False
+
+    def __repr__(self) -> str:
+        return f"PassedOn({self._answer!r})"
+
+    def __iter__(self) -> Iterator[bytes]:
+        stream = StreamRedaction(self._redaction)
+        try:
+            while piece := self._answer.read():
+                if passed := stream.feed(piece):
+                    yield passed
+        except outbound.OutboundError:
+            self._finish(AuditOutcome.CUT)
+            raise StreamCut() from None
+        if rest := stream.end():
+            yield rest
+        self._finish(AuditOutcome.SUCCESS)
+
+    def close(self) -> None:
+        """The WSGI server is done with the body: ended, or the agent went away first."""
+        self._finish(AuditOutcome.ABANDONED)
+
+    def _finish(self, outcome: AuditOutcome) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self._answer.close()
+        self._on_finish(outcome)
