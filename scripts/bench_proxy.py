@@ -1,8 +1,8 @@
 """Benchmark of the brokered call: `python -m scripts.bench_proxy` (part of `make bench`).
 
 An upstream on 127.0.0.1 (a small asyncio HTTP/1.1 server with keep-alive, in its own
-process, answering a 40-byte JSON body) stands in for GitHub. In interleaved rounds at 16
-connections, the same GET goes:
+process, answering a 40-byte JSON body, or at `/stream` a chunked Server-Sent Events stream)
+stands in for GitHub. In interleaved rounds at 16 connections, the same GET goes:
 
 - `direct`: straight to the upstream;
 - `proxy`: through credvault, `GET /api/v1/agent/proxy/github/user` with an agent token
@@ -11,9 +11,17 @@ connections, the same GET goes:
 - `naive`: through a bench-only Django view in the same gunicorn that forwards with
   `requests.get` and no pooling (a new connection per call) and checks nothing.
 
-Prints each one's rps, p50 and p99 (medians of the rounds), credvault's p50 over the direct
-call's, and its rps against the naive forwarder's, beside the issue's targets: at most 2 ms
-added at p50, and more rps than the naive forwarder. A measurement; nothing is asserted.
+Prints each one's rps, p50, p99 and the workers' CPU per call (medians of the rounds),
+credvault's p50 over the direct call's, and its rps and CPU per call against the naive
+forwarder's, beside the targets: at most 2 ms added at p50, at least the naive forwarder's rps
+and at most its CPU per call.
+
+Then streams: 16 concurrent streams of STREAM_EVENTS events STREAM_GAP_MS apart, direct and
+through credvault in interleaved rounds: each event's arrival after the request was sent (p50
+over the streams), the first event's (time to first byte) and the largest difference between
+credvault's and the direct arrival of an event, beside the targets (at most 5 ms each). Last,
+one worker holding MEMORY_STREAMS streams at once: its RSS before and with them all open, per
+stream, beside the target of 64 KiB. A measurement; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -26,14 +34,26 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from scripts.bench import WORK as LOAD_SCRIPTS
-from scripts.bench import Endpoint, Result, load, production_workers
+from scripts.bench import Endpoint, Result, load, measure, production_workers
 from scripts.harness import BASE_DIR, Gunicorn, free_port, listening, manage, request, server_env
 
 WORK = BASE_DIR / "var" / "bench-proxy"
 ANSWER = b'{"login":"octocat","id":1,"type":"User"}'
 ADDED_P50_MS = 2.0
+PROXY_PATH = "/api/v1/agent/proxy/github"
+# The streams: events of an LLM's answer, one chunk each.
+STREAM_EVENTS = 10
+STREAM_GAP_MS = 50
+STREAM_EVENT = b'data: {"choices":[{"delta":{"content":"token"},"index":0}]}\n\n'
+CONCURRENT_STREAMS = 16
+STREAM_ADDED_MS = 5.0
+# One worker holding this many streams at once, for its memory per stream.
+MEMORY_STREAMS = 200
+MEMORY_PER_STREAM_KIB = 64
 
 
 # --- the upstream ---------------------------------------------------------------------------
@@ -52,6 +72,10 @@ async def _serve(port: int) -> None:
                 for line in headers.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
                         await reader.readexactly(int(line.split(b":", 1)[1]))
+                target = headers.split(b" ", 2)[1]
+                if target.startswith(b"/stream"):
+                    await _stream(writer, parse_qs(urlsplit(target.decode()).query))
+                    continue
                 writer.write(head + ANSWER)
                 await writer.drain()
                 if b"\r\nconnection: close" in headers.lower():
@@ -64,6 +88,22 @@ async def _serve(port: int) -> None:
     server = await asyncio.start_server(client, "127.0.0.1", port, backlog=1024)
     async with server:
         await server.serve_forever()
+
+
+async def _stream(writer: asyncio.StreamWriter, query: dict[str, list[str]]) -> None:
+    """A chunked SSE stream: `events` events `gap_ms` apart, each its own chunk."""
+    events = int(query.get("events", [STREAM_EVENTS])[0])
+    gap = int(query.get("gap_ms", [STREAM_GAP_MS])[0]) / 1000
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    for number in range(events):
+        if number:
+            await asyncio.sleep(gap)
+        writer.write(b"%x\r\n%s\r\n" % (len(STREAM_EVENT), STREAM_EVENT))
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
 
 
 def start_upstream() -> tuple[subprocess.Popen, str]:
@@ -79,6 +119,94 @@ def start_upstream() -> tuple[subprocess.Popen, str]:
     return process, f"http://127.0.0.1:{port}"
 
 
+# --- streams --------------------------------------------------------------------------------
+
+
+async def _read_stream(url: str, path: str, token: str | None) -> list[float]:
+    """One streamed GET: the seconds from sending the request to the arrival of each event."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    authorization = f"Authorization: Bearer {token}\r\n" if token else ""
+    started = time.perf_counter()
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n{authorization}\r\n".encode())
+    await reader.readuntil(b"\r\n\r\n")
+    arrivals: list[float] = []
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+        if size == 0:
+            break
+        chunk = await reader.readexactly(size + 2)
+        arrivals += [time.perf_counter() - started] * chunk.count(b"\n\n")
+    writer.close()
+    return arrivals
+
+
+async def _streams(url: str, path: str, token: str | None, count: int) -> list[list[float]]:
+    return await asyncio.gather(*(_read_stream(url, path, token) for _ in range(count)))
+
+
+def stream_arrivals(url: str, path: str, token: str | None, rounds: int) -> list[float]:
+    """The p50 arrival of each event over `rounds` of CONCURRENT_STREAMS streams."""
+    streams: list[list[float]] = []
+    for _ in range(rounds):
+        streams += asyncio.run(_streams(url, path, token, CONCURRENT_STREAMS))
+    complete = [arrivals for arrivals in streams if len(arrivals) == STREAM_EVENTS]
+    if len(complete) < len(streams):
+        raise RuntimeError(f"{len(streams) - len(complete)} streams ended early")
+    return [statistics.median(arrivals[n] for arrivals in complete) for n in range(STREAM_EVENTS)]
+
+
+async def _hold_streams(
+    url: str, path: str, token: str, worker: int, count: int
+) -> tuple[int, int]:
+    """`count` streams at once through one worker: its RSS (KiB) as the last of them received
+    its first event, and the most it reached meanwhile (VmHWM)."""
+    opened = asyncio.Event()
+    first_events = 0
+
+    async def one() -> None:
+        nonlocal first_events
+        parts = urlsplit(url)
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n".encode()
+        )
+        await reader.readuntil(b"\n\n")  # the head, then the first event
+        first_events += 1
+        if first_events == count:
+            opened.set()
+        while await reader.read(65536):
+            pass
+        writer.close()
+
+    tasks = [asyncio.create_task(one()) for _ in range(count)]
+    await asyncio.wait_for(opened.wait(), 60)
+    held = memory_kib(worker, "VmRSS")
+    await asyncio.gather(*tasks)
+    return held, memory_kib(worker, "VmHWM")
+
+
+def memory_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} for process {pid}")
+
+
+def memory_per_stream(env: dict[str, str], agent: str) -> tuple[int, int, int]:
+    """One worker's RSS (KiB) after a warm-up, with MEMORY_STREAMS streams open, and at its
+    peak."""
+    slow = PROXY_PATH + "/stream?events=8&gap_ms=1000"
+    with Gunicorn(env, workers=1, log=WORK / "gunicorn-memory.log") as server:
+        [worker] = server.worker_pids()
+        # A few streams first: imports, the connection pool, the database connection.
+        asyncio.run(_hold_streams(server.url, slow, agent, worker, 4))
+        before = memory_kib(worker, "VmRSS")
+        held, peak = asyncio.run(_hold_streams(server.url, slow, agent, worker, MEMORY_STREAMS))
+    return before, held, peak
+
+
 # --- the run --------------------------------------------------------------------------------
 
 
@@ -90,6 +218,7 @@ def median_result(results: list[Result]) -> Result:
         p99=statistics.median(r.p99 for r in results),
         non_2xx=sum(r.non_2xx for r in results),
         errors=sum(r.errors for r in results),
+        cpu_ms=statistics.median(r.cpu_ms for r in results),
     )
 
 
@@ -132,20 +261,25 @@ def main() -> int:
             )
             if status != 201:
                 raise RuntimeError(f"storing the github set failed with {status}")
+            direct = Endpoint("direct", "GET", "/user")
             cases = {
-                "direct": (upstream_url, Endpoint("direct", "GET", "/user")),
-                "proxy": (
-                    server.url,
-                    Endpoint("proxy", "GET", "/api/v1/agent/proxy/github/user", token=agent),
-                ),
-                "naive": (server.url, Endpoint("naive", "GET", "/bench/naive/user")),
+                "proxy": Endpoint("proxy", "GET", PROXY_PATH + "/user", token=agent),
+                "naive": Endpoint("naive", "GET", "/bench/naive/user"),
             }
-            for url, endpoint in cases.values():  # warm up every worker and connection pool
-                load(url, endpoint, args.connections, 1)
-            results: dict[str, list[Result]] = {name: [] for name in cases}
+            load(upstream_url, direct, args.connections, 1)  # warm up every worker and pool
+            for endpoint in cases.values():
+                load(server.url, endpoint, args.connections, 1)
+            results: dict[str, list[Result]] = {"direct": [], **{name: [] for name in cases}}
+            arrivals: dict[str, list[list[float]]] = {"direct": [], "proxy": []}
+            stream_path = f"/stream?events={STREAM_EVENTS}&gap_ms={STREAM_GAP_MS}"
             for _ in range(args.rounds):
-                for name, (url, endpoint) in cases.items():
-                    results[name].append(load(url, endpoint, args.connections, args.seconds))
+                results["direct"].append(load(upstream_url, direct, args.connections, args.seconds))
+                for name, endpoint in cases.items():
+                    results[name].append(measure(server, endpoint, args.connections, args.seconds))
+                arrivals["direct"].append(stream_arrivals(upstream_url, stream_path, None, 1))
+                proxied = PROXY_PATH + stream_path
+                arrivals["proxy"].append(stream_arrivals(server.url, proxied, agent, 1))
+        memory = memory_per_stream(env, agent)
     finally:
         upstream.terminate()
         upstream.wait(10)
@@ -154,21 +288,65 @@ def main() -> int:
         f"proxy bench: {args.rounds} rounds of {args.seconds:.0f} s at {args.connections} "
         f"connections, {workers} gunicorn workers, SQLite; medians of the rounds"
     )
-    print(f"{'case':>8} {'rps':>8} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7}")
+    print(
+        f"{'case':>8} {'rps':>8} {'p50 ms':>8} {'p99 ms':>8} {'cpu ms/call':>12} "
+        f"{'non-2xx':>8} {'errors':>7}"
+    )
     summary = {name: median_result(rounds) for name, rounds in results.items()}
     for name, result in summary.items():
+        cpu = f"{result.cpu_ms:12.2f}" if name != "direct" else f"{'-':>12}"
         print(
-            f"{name:>8} {result.rps:8.0f} {result.p50:8.2f} {result.p99:8.2f} "
+            f"{name:>8} {result.rps:8.0f} {result.p50:8.2f} {result.p99:8.2f} {cpu} "
             f"{result.non_2xx:8d} {result.errors:7d}"
         )
     added = summary["proxy"].p50 - summary["direct"].p50
     versus_naive = summary["proxy"].rps / summary["naive"].rps
+    cpu_versus_naive = summary["proxy"].cpu_ms / summary["naive"].cpu_ms
     print(
         f"credvault adds {added:.2f} ms at p50 over the direct call (target <= {ADDED_P50_MS} ms: "
-        f"{'met' if added <= ADDED_P50_MS else 'MISSED'}); its rps is {versus_naive:.2f}x the "
-        f"naive forwarder's (target > 1: {'met' if versus_naive > 1 else 'MISSED'})"
+        f"{_met(added <= ADDED_P50_MS)}); its rps is {versus_naive:.2f}x the naive forwarder's "
+        f"(target >= 1: {_met(versus_naive >= 1)}); its CPU per call {cpu_versus_naive:.2f}x "
+        f"the naive forwarder's (target <= 1: {_met(cpu_versus_naive <= 1)})"
     )
+    print_streams(arrivals, memory)
     return 0
+
+
+def _met(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def print_streams(arrivals: dict[str, list[list[float]]], memory: tuple[int, int, int]) -> None:
+    """Each event's arrival, direct and through credvault (medians of the rounds), and the
+    worker's memory per stream."""
+    event = {
+        name: [statistics.median(r[n] for r in rounds) * 1000 for n in range(STREAM_EVENTS)]
+        for name, rounds in arrivals.items()
+    }
+    print(
+        f"\nstreams: {CONCURRENT_STREAMS} at once, {STREAM_EVENTS} events {STREAM_GAP_MS} ms "
+        "apart; each event's arrival after the request (ms; p50 of the streams, median of the "
+        "rounds)"
+    )
+    print(f"{'event':>8} {'direct':>8} {'proxy':>8} {'added':>8}")
+    for number in range(STREAM_EVENTS):
+        direct, proxied = event["direct"][number], event["proxy"][number]
+        print(f"{number:>8} {direct:8.2f} {proxied:8.2f} {proxied - direct:8.2f}")
+    first = event["proxy"][0] - event["direct"][0]
+    worst = max(p - d for p, d in zip(event["proxy"], event["direct"], strict=True))
+    print(
+        f"time to first event: {first:.2f} ms more through credvault (target <= "
+        f"{STREAM_ADDED_MS} ms: {_met(first <= STREAM_ADDED_MS)}); the most an event waits "
+        f"more: {worst:.2f} ms (target <= {STREAM_ADDED_MS} ms: {_met(worst <= STREAM_ADDED_MS)})"
+    )
+    before, held, peak = memory
+    per_stream = (held - before) / MEMORY_STREAMS
+    print(
+        f"one worker, {MEMORY_STREAMS} streams at once: RSS {before / 1024:.1f} MiB before, "
+        f"{held / 1024:.1f} MiB with them open (peak {peak / 1024:.1f} MiB): {per_stream:.1f} KiB "
+        f"a stream (target <= {MEMORY_PER_STREAM_KIB} KiB: "
+        f"{_met(per_stream <= MEMORY_PER_STREAM_KIB)})"
+    )
 
 
 if __name__ == "__main__":
