@@ -1,0 +1,460 @@
+"""Instructions per request of each endpoint, counted by valgrind's callgrind:
+`python -m scripts.bench_instructions [--requests N] [--runs R]`.
+
+A throughput benchmark (scripts/bench.py) cannot resolve a change of a few percent on a small
+machine that other work shares; callgrind counts the instructions a process executes, whatever
+else the machine does, so two trees of the project can be compared to a fraction of a percent.
+
+How: a fresh SQLite database under var/bench_instructions/, the environment of a throwaway
+server (scripts/harness.py `server_env`: DEBUG off, its own keys; `testserver` allowed for
+Django's test client; every rate limit far above what the run reaches), migrated and seeded
+through management commands and the HTTP API alone, so that the same file runs unchanged in
+any tree of the project. Then a child Python process runs under
+`valgrind --tool=callgrind --instr-atstart=no`, its instrumentation off while it starts, and
+sends requests through `django.test.Client` (the whole middleware stack and URL resolver, no
+socket and no server): for each endpoint `--warmup` requests, then `--requests` requests
+measured. This process drives it over its stdin and stdout: for each endpoint it switches
+instrumentation on and zeroes the counters (`callgrind_control -i on`, `-z`), lets the child
+run its requests, and has callgrind dump the counts (`callgrind_control --dump=ENDPOINT`)
+before it switches instrumentation off again. Each dump's `totals:` (Ir, the instructions
+executed), divided by the number of requests, is the endpoint's instructions per request.
+
+The endpoints are scripts/bench.py's: the benchmark's baseline `/bench/baseline` (when the tree
+has scripts/bench_urls.py), list with 10 and with 100 services, store of a 3-field set, the
+agent read, and the test operation of a custom service (`no_verifier`).
+
+What is counted: the process's own instructions in user space (Python, Django, credvault,
+SQLite's library, OpenSSL), not the kernel's (system calls, the file system, fsync). Each
+endpoint's token is used first by its own warm-up, so that the once-a-minute write of a
+token's `last_used_at` falls in the measurement only when its warm-up and measurement together
+take over a minute (the run says so); the audit checkpoint, written once a minute of wall time
+per account, is put off beyond the run (CREDVAULT_AUDIT_CHECKPOINT_SECONDS): under callgrind a
+minute holds some hundred requests, not the thousands of production.
+
+`--runs` repeats the whole run (a new database, a new child) and prints each run's counts and
+their spread; `--json FILE` keeps the results, and `--compare FILE...` prints the endpoints of
+several such files side by side, each as a change from the first (one file per tree of the
+project, say). The callgrind files stay under var/bench_instructions/run-N/ for
+callgrind_annotate. An endpoint's count depends a little (under a percent) on what ran
+before it in the process, so compare runs of the same endpoints: `--only` changes that. The
+figures are measurements, not tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from io import StringIO
+from pathlib import Path
+
+from scripts.harness import BASE_DIR, server_env
+
+WORK = BASE_DIR / "var" / "bench_instructions"
+BASELINE = "/bench/baseline"
+HAS_BASELINE = (BASE_DIR / "scripts" / "bench_urls.py").is_file()
+SETTINGS = "scripts.bench_settings" if HAS_BASELINE else "credvault.settings"
+FIELDS = {  # scripts/bench.py's 3-field set
+    "api_key": "sk-bench-0123456789abcdef",
+    "client_secret": "bench-secret-abcdef0123456789",
+    "private_key": "-----BEGIN KEY-----\nMIIBbench\n-----END KEY-----\n",
+}
+CREDENTIALS = [{"keyName": key, "value": value} for key, value in FIELDS.items()]
+NO_LIMIT = "1000000000/day"  # no request of the run is throttled
+LATER_THAN_THE_RUN = str(10**9)  # seconds
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    method: str
+    path: str
+    token: str | None = None  # the key of its token in the seeded tokens
+    body: dict | None = None
+
+
+ENDPOINTS = [
+    *([Endpoint("baseline", "GET", BASELINE)] if HAS_BASELINE else []),
+    Endpoint("list10", "GET", "/api/v1/services", "list10"),
+    Endpoint("list100", "GET", "/api/v1/services", "list100"),
+    Endpoint(
+        "store",
+        "PUT",
+        "/api/v1/services/credentials",
+        "store",
+        {"service": "bench-store", "credentials": CREDENTIALS},
+    ),
+    Endpoint("agent_read", "GET", "/api/v1/agent/credentials/github", "agent"),
+    Endpoint(
+        "test",
+        "POST",
+        "/api/v1/services/test",
+        "test",
+        {"service": "my-internal-api", "credentials": CREDENTIALS},
+    ),
+]
+ENDPOINT_NAMES = [endpoint.name for endpoint in ENDPOINTS]
+
+
+def environment(database: Path) -> dict[str, str]:
+    """A throwaway server's environment (this tree's scripts/harness.py), for Django's test
+    client, with nothing throttled and no audit checkpoint during the run."""
+    return server_env(
+        f"sqlite:///{database}",
+        DJANGO_SETTINGS_MODULE=SETTINGS,
+        CREDVAULT_ENV_FILE="",  # no .env of the tree's own
+        ALLOWED_HOSTS="127.0.0.1,localhost,testserver",
+        CREDVAULT_RATE_LIMIT=NO_LIMIT,
+        CREDVAULT_TEST_RATE_LIMIT=NO_LIMIT,
+        CREDVAULT_PROXY_RATE_LIMIT=NO_LIMIT,
+        CREDVAULT_MAX_SERVICES_PER_ACCOUNT="2000",
+        CREDVAULT_AUDIT_CHECKPOINT_SECONDS=LATER_THAN_THE_RUN,
+        PYTHONHASHSEED="0",  # the same hashes, and so the same dict probes, in every run
+    )
+
+
+# --- requests, and the seeding (a plain subprocess: `--seed FILE`) -----------------------------
+
+
+def send(client, endpoint: Endpoint, token: str | None):
+    """One request of `endpoint` through Django's test client: its response."""
+    extra = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+    body = json.dumps(endpoint.body) if endpoint.body is not None else ""
+    return client.generic(
+        endpoint.method, endpoint.path, body, content_type="application/json", **extra
+    )
+
+
+def seed(tokens_file: Path) -> None:
+    """Migrate, and make the endpoints' accounts, services and agent through management
+    commands and the HTTP API: each endpoint's token, unused yet, written to `tokens_file`."""
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.test import Client
+
+    def command(*args: str) -> str:
+        out = StringIO()
+        call_command(*args, stdout=out, stderr=StringIO())
+        return out.getvalue().strip()
+
+    client = Client()
+
+    def store(token: str, service: str, credentials: list[dict[str, str]]) -> None:
+        body = {"service": service, "credentials": credentials}
+        endpoint = Endpoint("seed", "PUT", "/api/v1/services/credentials", body=body)
+        response = send(client, endpoint, token)
+        if not 200 <= response.status_code < 300:
+            raise RuntimeError(f"seeding {service}: {response.status_code} {response.content!r}")
+
+    def account_with(name: str, services: int) -> str:
+        """An account holding `services` sets of 3 fields: a token of its own for the
+        benchmark, which the seeding does not use (another token stores the sets)."""
+        command("create_account", name)
+        seeding = command("issue_token", name, "--name", "seed")
+        for index in range(services):
+            fields = [
+                {"keyName": f"field_{i}", "value": f"value-{index}-{i}-" + "x" * 24}
+                for i in range(3)
+            ]
+            store(seeding, f"svc-{index:04d}", fields)
+        return command("issue_token", name, "--name", "bench")
+
+    command("migrate", "--no-input", "--verbosity", "0")
+    tokens = {
+        "list10": account_with("list10", 10),
+        "list100": account_with("list100", 100),
+        "store": account_with("store", 0),
+        "test": account_with("test", 0),
+    }
+    owner = account_with("agent", 0)  # its token only stores the set: no endpoint's
+    store(owner, "github", [{"keyName": "api_key", "value": FIELDS["api_key"]}])
+    command("create_agent", "agent", "reader", "--service", "github", "--read")
+    tokens["agent"] = command("issue_agent_token", "agent", "reader")
+    tokens_file.write_text(json.dumps(tokens))
+
+
+# --- the child, under callgrind (`--child TOKENS_FILE`) ----------------------------------------
+
+
+def child(tokens_file: Path, names: list[str], warmup: int, requests: int) -> None:
+    """Each endpoint's warm-up, then, on the parent's word, its measured requests: prints
+    `ready NAME`, waits for `go`, sends `requests` requests, prints `done NAME SECONDS` and
+    waits for `next` (the parent dumps the counts meanwhile), then reports the statuses."""
+    import django
+
+    django.setup()
+    from django.test import Client
+
+    tokens = json.loads(tokens_file.read_text())
+    client = Client()
+    for endpoint in (e for e in ENDPOINTS if e.name in names):
+        token = tokens.get(endpoint.token) if endpoint.token else None
+        started = time.monotonic()
+        for _ in range(warmup):
+            response = send(client, endpoint, token)
+            if not 200 <= response.status_code < 300:
+                raise RuntimeError(
+                    f"{endpoint.name}: {response.status_code} {response.content[:500]!r}"
+                )
+        statuses = [0] * requests
+        gc.collect()  # each measurement starts from a collected heap
+        print(f"ready {endpoint.name}", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            return
+        measured = time.monotonic()
+        for index in range(requests):
+            statuses[index] = send(client, endpoint, token).status_code
+        ended = time.monotonic()
+        print(f"done {endpoint.name} {ended - measured:.1f} {ended - started:.1f}", flush=True)
+        if sys.stdin.readline().strip() != "next":
+            return
+        failed = [status for status in statuses if not 200 <= status < 300]
+        print(f"statuses {endpoint.name} {len(failed)} {failed[:1]}", flush=True)
+    print("finished", flush=True)
+
+
+# --- the parent --------------------------------------------------------------------------------
+
+
+def callgrind_control(*args: str) -> None:
+    subprocess.run(["callgrind_control", *args], check=True, capture_output=True, text=True)
+
+
+def dump_totals(path: Path) -> tuple[str, int]:
+    """A callgrind dump's trigger (its label) and its `totals:` line, the Ir of every function
+    of the dump added up. (`summary:` is not read: after instrumentation was switched off and
+    on, it is not this dump's total unless the counters were zeroed.)"""
+    trigger, totals = "", None
+    with path.open() as lines:
+        for line in lines:
+            if line.startswith("desc: Trigger:"):
+                trigger = line.split(":", 2)[2].strip()
+            elif line.startswith("totals:"):
+                totals = int(line.split()[1])
+    if totals is None:
+        raise RuntimeError(f"{path}: no totals line")
+    return trigger, totals
+
+
+@dataclass
+class Measured:
+    instructions: dict[str, float]  # per request
+    seconds: dict[str, float]  # the measured requests' wall time under callgrind
+    warm_and_measured: dict[str, float]
+
+
+def run_once(number: int, names: list[str], args: argparse.Namespace) -> Measured:
+    """A fresh database, seeded; the child under callgrind, driven endpoint by endpoint."""
+    directory = WORK / f"run-{number}"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    database, tokens_file = directory / "db.sqlite3", directory / "tokens.json"
+    env = environment(database)
+    print(f"run {number}: seeding {database}", file=sys.stderr, flush=True)
+    script = [sys.executable, "-m", "scripts.bench_instructions"]
+    seeded = subprocess.run(
+        [*script, "--seed", str(tokens_file)],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if seeded.returncode != 0:
+        raise RuntimeError(f"seeding failed: {seeded.stderr[-2000:]}")
+    out_file = directory / "callgrind.out"
+    valgrind = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        f"--callgrind-out-file={out_file}",
+        f"--log-file={directory / 'valgrind.log'}",
+    ]
+    arguments = ["--child", str(tokens_file), "--requests", str(args.requests)]
+    arguments += ["--warmup", str(args.warmup), "--only", *names]
+    stderr = (directory / "child.stderr").open("w")
+    process = subprocess.Popen(
+        [*valgrind, *script, *arguments],
+        cwd=BASE_DIR,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    pid = str(process.pid)
+    labels: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    warm_and_measured: dict[str, float] = {}
+
+    def line() -> list[str]:
+        text = process.stdout.readline()
+        if not text:
+            process.wait()
+            tail = (directory / "child.stderr").read_text()[-2000:]
+            raise RuntimeError(f"the child ended ({process.returncode}): {tail}")
+        return text.split()
+
+    def say(word: str) -> None:
+        process.stdin.write(word + "\n")
+        process.stdin.flush()
+
+    try:
+        while (words := line())[0] != "finished":
+            if words[0] == "ready":
+                name = words[1]
+                print(f"run {number}: {name}", file=sys.stderr, flush=True)
+                callgrind_control("-i", "on", pid)
+                callgrind_control("-z", pid)
+                say("go")
+            elif words[0] == "done":
+                name = words[1]
+                seconds[name], warm_and_measured[name] = float(words[2]), float(words[3])
+                labels[f"dump {name}"] = name
+                callgrind_control(f"--dump={name}", pid)
+                callgrind_control("-i", "off", pid)
+                say("next")
+            elif words[0] == "statuses" and words[2] != "0":
+                raise RuntimeError(f"{words[1]}: {words[2]} requests failed, e.g. {words[3:]}")
+        process.stdin.close()
+        process.wait()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        stderr.close()
+    instructions = {}
+    for path in directory.glob("callgrind.out.*"):
+        trigger, totals = dump_totals(path)
+        if trigger in labels:
+            instructions[labels[trigger]] = totals / args.requests
+    missing = set(names) - set(instructions)
+    if missing:
+        raise RuntimeError(f"no dump of {', '.join(sorted(missing))} in {directory}")
+    return Measured(instructions, seconds, warm_and_measured)
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
+def spread(values: list[float]) -> float:
+    """(max - min) / mean, the repeat spread."""
+    return (max(values) - min(values)) / statistics.mean(values)
+
+
+def report(runs: list[Measured], names: list[str], args: argparse.Namespace) -> dict:
+    header = ["endpoint", *(f"run {i + 1}" for i in range(len(runs))), "mean"]
+    rows = [header + (["spread"] if len(runs) > 1 else []) + ["s measured"]]
+    means = {}
+    for name in names:
+        values = [run.instructions[name] for run in runs]
+        means[name] = statistics.mean(values)
+        rows.append(
+            [
+                name,
+                *(f"{value:,.0f}" for value in values),
+                f"{means[name]:,.0f}",
+                *([f"{spread(values):.3%}"] if len(runs) > 1 else []),
+                "/".join(f"{run.seconds[name]:.1f}" for run in runs),
+            ]
+        )
+    print(f"\ninstructions per request (Ir), {args.requests} requests an endpoint, {BASE_DIR}")
+    print(table(rows))
+    slow = sorted(
+        {name for run in runs for name, taken in run.warm_and_measured.items() if taken >= 60}
+    )
+    if slow:
+        print(
+            f"note: warm-up and measurement of {', '.join(slow)} took a minute or more: a "
+            "write of the token's last_used_at may be among its measured requests"
+        )
+    return {
+        "label": args.label or BASE_DIR.name,
+        "tree": str(BASE_DIR),
+        "commit": commit(),
+        "requests": args.requests,
+        "runs": [run.instructions for run in runs],
+        "mean": means,
+    }
+
+
+def commit() -> str:
+    result = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.stdout.strip()
+
+
+def compare(files: list[Path]) -> None:
+    """Endpoints of several `--json` files side by side, each a change from the first's."""
+    results = [json.loads(path.read_text()) for path in files]
+    first = results[0]
+    names = [n for n in first["mean"] if all(n in r["mean"] for r in results)]
+    rows = [["endpoint", *(f"{r['label']} ({r['commit']})" for r in results)]]
+    rows[0] += [f"{r['label']} vs {first['label']}" for r in results[1:]]
+    rows[0] += ["spread (max)"]
+    for name in names:
+        base = first["mean"][name]
+        spreads = [spread([run[name] for run in r["runs"]]) for r in results if len(r["runs"]) > 1]
+        rows.append(
+            [
+                name,
+                *(f"{r['mean'][name]:,.0f}" for r in results),
+                *(f"{r['mean'][name] / base - 1:+.2%}" for r in results[1:]),
+                f"{max(spreads):.3%}" if spreads else "-",
+            ]
+        )
+    print("instructions per request (Ir): the mean of each file's runs")
+    print(table(rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=30, help="measured, per endpoint")
+    parser.add_argument("--warmup", type=int, default=20, help="requests before, per endpoint")
+    parser.add_argument("--runs", type=int, default=1, help="whole runs, for the spread")
+    parser.add_argument("--only", nargs="+", choices=ENDPOINT_NAMES, help="these endpoints")
+    parser.add_argument("--json", type=Path, help="write the results to this file")
+    parser.add_argument("--label", help="the results' name in --json (default: the tree's)")
+    parser.add_argument("--compare", nargs="+", type=Path, metavar="FILE", help="--json files")
+    parser.add_argument("--seed", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    names = args.only or ENDPOINT_NAMES
+    if args.compare:
+        compare(args.compare)
+    elif args.seed:
+        seed(args.seed)
+    elif args.child:
+        child(args.child, names, args.warmup, args.requests)
+    else:
+        for tool in ("valgrind", "callgrind_control"):
+            if not shutil.which(tool):
+                sys.exit(f"{tool} is not installed (valgrind's package has both)")
+        runs = [run_once(number + 1, names, args) for number in range(args.runs)]
+        results = report(runs, names, args)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
