@@ -9,7 +9,8 @@ first), and `digest`:
 id, seq, occurred_at (RFC 3339, microseconds, Z), token_prefix, agent_name, action, service,
 target, outcome, status and request_id; a brokered call's event (agent.proxy) also holds its
 method, path and upstream_status (null when the provider gave no answer). Events of other
-actions have no such members, so the digests of events written before them are unchanged.
+actions have no such members, so the digests of events written before them are unchanged;
+likewise `via` ("mcp": a call made through the MCP server) is a member only when not empty.
 `seq` counts the account's events from 1, and the account row holds the chain's head (last
 seq and digest). An edited row no longer matches its
 digest, a deleted or reordered row breaks the sequence or the next `prev_digest`, and a row cut
@@ -156,6 +157,8 @@ def canonical(event: AuditEvent) -> str:
         fields["method"] = event.method
         fields["path"] = event.path
         fields["upstream_status"] = event.upstream_status
+    if event.via:
+        fields["via"] = event.via
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
@@ -174,6 +177,7 @@ def record(
     path: str = "",
     upstream_status: int | None = None,
     outcome: AuditOutcome | None = None,
+    via: str = "",
 ) -> AuditEvent:
     """Append the event of `actor`'s request: `operation`'s action, with its success status
     or the `status` it was refused or failed with. One statement, atomic by itself; inside a
@@ -200,6 +204,7 @@ def record(
         "method": method,
         "path": path,
         "upstream_status": upstream_status,
+        "via": via,
     }
     event = AuditEvent(seq=queries.SEQ_PENDING, **fields)
     appended = queries.append_event(**fields, canonical=canonical(event))

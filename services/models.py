@@ -331,6 +331,9 @@ class AuditEvent(models.Model):
     method = models.CharField(max_length=7, blank=True, default="")
     path = models.CharField(max_length=2048, blank=True, default="")
     upstream_status = models.PositiveSmallIntegerField(null=True, blank=True, default=None)
+    # Where a brokered call came from besides the proxy route: "mcp" for the MCP server's
+    # call_api. Empty for every other event, and then not part of the canonical form.
+    via = models.CharField(max_length=8, blank=True, default="")
     prev_digest = models.CharField(max_length=64)
     digest = models.CharField(max_length=64)
 

@@ -107,6 +107,8 @@ def test_an_event_holds_who_what_and_the_request_id(alice_api, alice):
         "method": None,
         "path": None,
         "upstreamStatus": None,
+        # A call made through the MCP server's call_api: "mcp".
+        "via": None,
     }
 
 

@@ -101,4 +101,5 @@ def event_body(event: AuditEvent) -> dict:
         "method": event.method or None,
         "path": event.path or None,
         "upstreamStatus": event.upstream_status,
+        "via": event.via or None,
     }

@@ -321,6 +321,10 @@ class AuditEventSerializer(serializers.Serializer):
     upstreamStatus = serializers.IntegerField(
         allow_null=True, help_text="A brokered call's status from the provider, if it answered."
     )
+    via = serializers.CharField(
+        allow_null=True,
+        help_text="`mcp` for a brokered call made through the MCP server's call_api; else null.",
+    )
 
 
 class AuditPageSerializer(serializers.Serializer):

@@ -83,8 +83,9 @@ class ProxyRequest:
         return f"ProxyRequest({self.method} {self.raw_path!r})"
 
 
-def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
-    """Make the agent's call to its provider with the stored credential; record its event."""
+def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") -> ProxyAnswer:
+    """Make the agent's call to its provider with the stored credential; record its event
+    (`via`: where the call came from besides the proxy route, `mcp`)."""
     path = checked_path(request.raw_path)
     methods = methods_named(method=request.method, headers=request.headers, query=request.query)
     if request.body and methods & outbound.BODILESS_METHODS:
@@ -121,6 +122,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest) -> ProxyAnswer:
             method=request.method,
             path=request.raw_path or "/",
             upstream_status=answer.status,
+            via=via,
         )
         if passed_whole(answer, method=request.method):
             try:
