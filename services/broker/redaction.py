@@ -124,27 +124,33 @@ class StreamRedaction:
 
 
 class _Starts:
-    """The proper prefixes of some forms, by their last byte: where the end of a text may be the
-    start of one of the forms."""
+    """Forms whose start may be the end of a text: where a form that the next bytes complete
+    may begin. Nothing is built per form (a call's redaction is made for every call, most of
+    which are read whole); each question looks only where the form holds the text's last
+    byte."""
 
-    __slots__ = ("_by_last_byte",)
+    __slots__ = ("_forms",)
 
     def __init__(self, forms: Iterable[bytes]) -> None:
-        self._by_last_byte: dict[int, list[bytes]] = {}
-        for form in forms:
-            for length in range(1, len(form)):
-                self._by_last_byte.setdefault(form[length - 1], []).append(form[:length])
-        for prefixes in self._by_last_byte.values():
-            prefixes.sort(key=len, reverse=True)
+        self._forms = tuple(forms)
 
     def earliest(self, text: bytes | bytearray, end: int | None = None) -> int:
-        """Where the longest end of `text[:end]` that begins a form starts; `end` if none."""
+        """Where the longest end of `text[:end]` that is a proper prefix of a form starts;
+        `end` if none."""
         end = len(text) if end is None else end
-        if end:
-            for prefix in self._by_last_byte.get(text[end - 1], ()):
-                if text.endswith(prefix, 0, end):
-                    return end - len(prefix)
-        return end
+        if not end:
+            return end
+        last = text[end - 1]
+        longest = 0
+        for form in self._forms:
+            # Each length of a proper prefix of `form` that ends with `last`, longest first.
+            at = form.rfind(last, 0, len(form) - 1)
+            while at + 1 > longest:
+                if at + 1 <= end and text.endswith(form[: at + 1], 0, end):
+                    longest = at + 1
+                    break
+                at = form.rfind(last, 0, at)
+        return end - longest
 
 
 def redact(data: bytes, values: Iterable[str]) -> bytes:
