@@ -31,12 +31,19 @@ take over a minute (the run says so); the audit checkpoint, written once a minut
 per account, is put off beyond the run (CREDVAULT_AUDIT_CHECKPOINT_SECONDS): under callgrind a
 minute holds some hundred requests, not the thousands of production.
 
-`--runs` repeats the whole run (a new database, a new child) and prints each run's counts and
-their spread; `--json FILE` keeps the results, and `--compare FILE...` prints the endpoints of
-several such files side by side, each as a change from the first (one file per tree of the
-project, say). The callgrind files stay under var/bench_instructions/run-N/ for
-callgrind_annotate. An endpoint's count depends a little (under a percent) on what ran
-before it in the process, so compare runs of the same endpoints: `--only` changes that. The
+Two identical runs count within some hundredths of a percent of each other, but the counts
+also depend, by some tenths of a percent, on where the process's memory lies (the addresses
+that identity hashes and the alignment of copies see), which anything incidental moves: the
+length of the tree's path, of the environment, of the database's path. So `--runs` (3 by
+default) repeats the whole run (a new database, a new child) each with the environment longer
+by LAYOUT_STEP characters, and prints each run's counts, their mean and their spread (max -
+min over the mean): a change between trees smaller than the spread is no change. An
+endpoint's count also depends a little on what ran before it in the process: compare runs of
+the same endpoints (`--only` changes that).
+
+`--json FILE` keeps the results, and `--compare FILE...` prints the endpoints of several such
+files side by side, each as a change from the first (one file per tree of the project, say).
+The callgrind files stay under var/bench_instructions/run-N/ for callgrind_annotate. The
 figures are measurements, not tests.
 """
 
@@ -68,6 +75,9 @@ FIELDS = {  # scripts/bench.py's 3-field set
 CREDENTIALS = [{"keyName": key, "value": value} for key, value in FIELDS.items()]
 NO_LIMIT = "1000000000/day"  # no request of the run is throttled
 LATER_THAN_THE_RUN = str(10**9)  # seconds
+# Each run's environment is longer than the last one's by this many characters, which moves
+# the process's memory (the stack first, the environment being on it): see the module.
+LAYOUT_VARIABLE, LAYOUT_STEP = "BENCH_INSTRUCTIONS_LAYOUT", 37
 
 
 @dataclass(frozen=True)
@@ -257,7 +267,7 @@ def run_once(number: int, names: list[str], args: argparse.Namespace) -> Measure
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     database, tokens_file = directory / "db.sqlite3", directory / "tokens.json"
-    env = environment(database)
+    env = {**environment(database), LAYOUT_VARIABLE: "x" * LAYOUT_STEP * (number - 1)}
     print(f"run {number}: seeding {database}", file=sys.stderr, flush=True)
     script = [sys.executable, "-m", "scripts.bench_instructions"]
     seeded = subprocess.run(
@@ -353,7 +363,7 @@ def table(rows: list[list[str]]) -> str:
 
 
 def spread(values: list[float]) -> float:
-    """(max - min) / mean, the repeat spread."""
+    """(max - min) / mean: the spread of the runs' counts."""
     return (max(values) - min(values)) / statistics.mean(values)
 
 
@@ -431,7 +441,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=30, help="measured, per endpoint")
     parser.add_argument("--warmup", type=int, default=20, help="requests before, per endpoint")
-    parser.add_argument("--runs", type=int, default=1, help="whole runs, for the spread")
+    parser.add_argument("--runs", type=int, default=3, help="whole runs, for the spread")
     parser.add_argument("--only", nargs="+", choices=ENDPOINT_NAMES, help="these endpoints")
     parser.add_argument("--json", type=Path, help="write the results to this file")
     parser.add_argument("--label", help="the results' name in --json (default: the tree's)")
