@@ -145,6 +145,9 @@ CREDVAULT_PROXY_TIMEOUT = env.float("CREDVAULT_PROXY_TIMEOUT", default=30.0)
 CREDVAULT_PROXY_MAX_DURATION = env.float("CREDVAULT_PROXY_MAX_DURATION", default=600.0)
 CREDVAULT_PROXY_MAX_BODY = env.int("CREDVAULT_PROXY_MAX_BODY", default=1024 * 1024)
 CREDVAULT_PROXY_MAX_RESPONSE = env.int("CREDVAULT_PROXY_MAX_RESPONSE", default=10 * 1024 * 1024)
+# The most of a provider's body that the MCP server's call_api returns (services/mcp/tools.py):
+# a longer one is cut there, with `truncated: true`.
+CREDVAULT_MCP_MAX_RESULT = env.int("CREDVAULT_MCP_MAX_RESULT", default=256 * 1024)
 CREDVAULT_PROXY_RATE_LIMIT = env.str("CREDVAULT_PROXY_RATE_LIMIT", default="600/min")
 # Brokered calls of one agent token in flight at once, across workers and hosts sharing the
 # cache (CACHE_URL); one more is 429.

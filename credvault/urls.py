@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from services.api import docs, errors, health, oauth_views
+from services.api import docs, errors, health, mcp_views, oauth_views
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
@@ -11,6 +11,12 @@ urlpatterns = [
     path("api/v1/schema", docs.SchemaView.as_view(), name="schema"),
     path("api/docs", docs.DocsView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include("services.api.urls")),
+    path("mcp", mcp_views.McpView.as_view(), name="mcp"),
+    path(
+        ".well-known/oauth-protected-resource/mcp",
+        mcp_views.protected_resource,
+        name="mcp-resource-metadata",
+    ),
     path("oauth/start/<str:start_id>", oauth_views.start, name="oauth-start"),
     path("oauth/callback", oauth_views.callback, name="oauth-callback"),
     path("admin/", admin.site.urls),

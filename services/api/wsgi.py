@@ -111,10 +111,19 @@ PROXY_PATH_PREFIX = "/api/v1/agent/proxy/"
 CREDVAULT_ERROR_HEADER = "X-Credvault-Error"
 
 
+# The most a POST to the MCP server may hold: a call_api's body of CREDVAULT_PROXY_MAX_BODY
+# travels inside it as JSON text.
+MCP_MAX_BODY = 1024 * 1024
+
+
 def body_limit(environ: dict[str, Any]) -> int:
-    """The most a request's body may hold: a brokered call's, else the API's."""
-    if environ.get("PATH_INFO", "").startswith(PROXY_PATH_PREFIX):
+    """The most a request's body may hold: a brokered call's, the MCP server's, else the
+    API's."""
+    path = environ.get("PATH_INFO", "")
+    if path.startswith(PROXY_PATH_PREFIX):
         return int(settings.CREDVAULT_PROXY_MAX_BODY)
+    if path == "/mcp":
+        return MCP_MAX_BODY
     return MAX_BODY_BYTES
 
 

@@ -73,6 +73,11 @@ class PassedOn:
         """The WSGI server is done with the body: ended, or the agent went away first."""
         self._finish(AuditOutcome.ABANDONED)
 
+    def cut(self) -> None:
+        """credvault stops reading before the body's end (the MCP server's result limit): the
+        provider's connection is closed and the event says `cut`."""
+        self._finish(AuditOutcome.CUT)
+
     def _finish(self, outcome: AuditOutcome) -> None:
         if self._finished:
             return

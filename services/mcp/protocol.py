@@ -1,0 +1,249 @@
+"""JSON-RPC 2.0 over MCP's Streamable HTTP, answering `application/json`, for one agent's POST.
+
+No server-held session: every POST is answered by itself, by any worker; no `Mcp-Session-Id` is
+minted. Which revision a POST speaks follows its `MCP-Protocol-Version` header, as the `mcp`
+package's server routes it:
+
+- no header, or `2025-06-18` or `2025-11-25`: the handshake era. `initialize` answers the
+  version the client asked for when it is one of those two, else `2025-11-25` (the client then
+  decides whether it speaks it). A JSON-RPC error is answered 200, but for a body that is no
+  JSON (-32700) or no JSON-RPC request (-32600): 400. A header naming an older revision
+  (`2024-11-05`, `2025-03-26`) is 400.
+- any other header: the stateless revision 2026-07-28. Every request carries its version and
+  the client's capabilities in `params._meta` (missing: -32602); the `MCP-Protocol-Version`,
+  `Mcp-Method` and (for `tools/call`) `Mcp-Name` headers must agree with the body (-32020);
+  a version other than 2026-07-28 is -32022 with the supported ones. `server/discover` answers
+  what the server speaks; `initialize` is no method of this revision. Every result carries
+  `resultType: "complete"`; `tools/list` and `server/discover` carry `cacheScope: "private"`
+  (the descriptions name the agent's own services) and `ttlMs: 0`. Errors are answered with
+  their status: -32601 404; -32700, -32600, -32602, -32020, -32022 400.
+
+A notification (no `id`) is 202 with no body, in both eras; so is a posted response in the
+handshake era (the server sends no request that it would answer).
+
+Tool calls with a malformed `params` (no tool name, arguments that are not an object, an
+unknown tool) are -32602; arguments that do not fit the tool's schema are a tool result with
+`isError: true` (`invalid_arguments`), which a model can read and correct.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from services.audit import Actor
+from services.mcp import tools
+
+HANDSHAKE_VERSIONS = ("2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE = "2025-11-25"
+# Handshake-era revisions that credvault does not serve: a header naming one is refused.
+OLDER_VERSIONS = ("2024-11-05", "2025-03-26")
+MODERN_VERSIONS = ("2026-07-28",)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+HEADER_MISMATCH = -32020
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+# The statuses of errors in the 2026-07-28 revision; any other error is answered 200.
+MODERN_ERROR_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+HANDSHAKE_ERROR_STATUS = {PARSE_ERROR: 400, INVALID_REQUEST: 400}
+
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+SERVER_INFO = {"name": "credvault", "title": "credvault", "version": "0.1.0"}
+CAPABILITIES = {"tools": {"listChanged": False}}
+INSTRUCTIONS = (
+    "credvault brokers this agent's calls to its granted services: list_services says which "
+    "services it may call and how; call_api makes a call, and credvault adds the credential "
+    "on the way out. No tool ever returns a credential."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The HTTP answer to one POST: its status and its JSON-RPC message (None: no body)."""
+
+    status: int
+    message: dict[str, Any] | None = None
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+def _error(request_id: Any, error: RpcError, statuses: Mapping[int, int]) -> Reply:
+    body: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        body["data"] = error.data
+    return Reply(statuses.get(error.code, 200), {"jsonrpc": "2.0", "id": request_id, "error": body})
+
+
+def answer(*, actor: Actor, body: bytes, headers: Mapping[str, str], public_url: str) -> Reply:
+    """The answer to one POST of the agent `actor`: `headers` by lower-case name."""
+    version = headers.get("mcp-protocol-version")
+    modern = version is not None and version not in HANDSHAKE_VERSIONS + OLDER_VERSIONS
+    statuses = MODERN_ERROR_STATUS if modern else HANDSHAKE_ERROR_STATUS
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return _error(None, RpcError(PARSE_ERROR, "Parse error"), statuses)
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return _error(None, RpcError(INVALID_REQUEST, "Invalid Request"), statuses)
+    if "method" not in message and ("result" in message or "error" in message):
+        # A client's response: the server sends no request, so nothing waits for it.
+        if modern:
+            return _error(None, RpcError(INVALID_REQUEST, "Invalid Request"), statuses)
+        return Reply(202)
+    request_id = message.get("id")
+    method = message.get("method")
+    if not isinstance(method, str) or (
+        "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, (str, int)))
+    ):
+        return _error(None, RpcError(INVALID_REQUEST, "Invalid Request"), statuses)
+    params = message.get("params", {})
+    if not isinstance(params, dict):
+        return _error(request_id, RpcError(INVALID_PARAMS, "params must be an object"), statuses)
+    if "id" not in message:
+        if modern and version not in MODERN_VERSIONS:
+            return _error(None, _unsupported(version), statuses)
+        return Reply(202)  # a notification: acknowledged, nothing to act on
+    if version in OLDER_VERSIONS:
+        return _error(
+            request_id,
+            RpcError(INVALID_REQUEST, f"Unsupported protocol version: {version}"),
+            statuses,
+        )
+    try:
+        if modern:
+            _check_envelope(message, params, headers)
+            result = _modern(actor, method, params, public_url)
+        else:
+            result = _handshake(actor, method, params, public_url)
+    except RpcError as error:
+        return _error(request_id, error, statuses)
+    return Reply(200, {"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def _unsupported(requested: Any) -> RpcError:
+    return RpcError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+        {"supported": list(MODERN_VERSIONS), "requested": requested},
+    )
+
+
+def _header_value(value: str | None) -> str | None:
+    """A routing header's value, its base64 form (`=?base64?...?=`) decoded."""
+    if value is not None and value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return value
+
+
+def _check_envelope(
+    message: Mapping[str, Any], params: Mapping[str, Any], headers: Mapping[str, str]
+) -> None:
+    """The 2026-07-28 request's envelope: `_meta` with its version and the client's
+    capabilities, headers that agree with the body, a version served."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or not {PROTOCOL_VERSION_META, CLIENT_CAPABILITIES_META} <= set(
+        meta
+    ):
+        raise RpcError(
+            INVALID_PARAMS,
+            f"params._meta must carry {PROTOCOL_VERSION_META!r} and {CLIENT_CAPABILITIES_META!r}",
+        )
+    requested = meta[PROTOCOL_VERSION_META]
+    if headers.get("mcp-protocol-version") != requested:
+        raise RpcError(
+            HEADER_MISMATCH,
+            "MCP-Protocol-Version header does not match the request's protocol version",
+        )
+    if headers.get("mcp-method") != message["method"]:
+        raise RpcError(HEADER_MISMATCH, "Mcp-Method header does not match the request's method")
+    name = params.get("name") if message["method"] == "tools/call" else None
+    if name is not None and _header_value(headers.get("mcp-name")) != name:
+        raise RpcError(HEADER_MISMATCH, "Mcp-Name header does not match the tool's name")
+    if not isinstance(requested, str):
+        raise RpcError(INVALID_PARAMS, "the protocol version must be a string")
+    if requested not in MODERN_VERSIONS:
+        raise _unsupported(requested)
+
+
+def _handshake(actor: Actor, method: str, params: Mapping[str, Any], public_url: str) -> dict:
+    if method == "initialize":
+        asked = params.get("protocolVersion")
+        if not isinstance(asked, str):
+            raise RpcError(INVALID_PARAMS, "initialize needs a protocolVersion")
+        return {
+            "protocolVersion": asked if asked in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE,
+            "capabilities": CAPABILITIES,
+            "serverInfo": SERVER_INFO,
+            "instructions": INSTRUCTIONS,
+        }
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        return {"tools": tools.definitions(actor=actor)}
+    if method == "tools/call":
+        return _call_tool(actor, params, public_url)
+    raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+def _modern(actor: Actor, method: str, params: Mapping[str, Any], public_url: str) -> dict:
+    if method == "server/discover":
+        result: dict[str, Any] = {
+            "supportedVersions": list(MODERN_VERSIONS),
+            "capabilities": CAPABILITIES,
+            "instructions": INSTRUCTIONS,
+            "cacheScope": "private",
+            "ttlMs": 0,
+            "_meta": {SERVER_INFO_META: SERVER_INFO},
+        }
+    elif method == "tools/list":
+        result = {"tools": tools.definitions(actor=actor), "cacheScope": "private", "ttlMs": 0}
+    elif method == "tools/call":
+        result = _call_tool(actor, params, public_url)
+    else:
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+    return {**result, "resultType": "complete"}
+
+
+def _call_tool(actor: Actor, params: Mapping[str, Any], public_url: str) -> dict:
+    name = params.get("name")
+    arguments = params.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if not isinstance(name, str):
+        raise RpcError(INVALID_PARAMS, "tools/call needs the tool's name")
+    if not isinstance(arguments, dict):
+        raise RpcError(INVALID_PARAMS, "the tool's arguments must be an object")
+    if name == "list_services":
+        result = tools.list_services(actor=actor)
+    elif name == "call_api":
+        result = tools.call_api(actor=actor, arguments=arguments, public_url=public_url)
+    else:
+        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+    return {
+        "content": [{"type": "text", "text": json.dumps(result.structured)}],
+        "structuredContent": result.structured,
+        "isError": result.is_error,
+    }
