@@ -170,6 +170,7 @@ def check_limits(app_configs, **kwargs):
     for name, unit in (
         ("CREDVAULT_PROXY_MAX_BODY", "byte"),
         ("CREDVAULT_PROXY_MAX_RESPONSE", "byte"),
+        ("CREDVAULT_MCP_MAX_RESULT", "byte"),
         ("CREDVAULT_PROXY_MAX_CONCURRENT", "call"),
     ):
         if getattr(settings, name) < 1:

@@ -249,15 +249,17 @@ def test_nginx_buffers_whole_requests_and_answers_in_memory(production):
     directives = nginx_directives()
     assert directives["proxy_request_buffering"] == ["on"]
     assert directives["proxy_buffering"] == ["on"]
-    # A little above credvault's own 64 KiB, and for brokered calls above their 1 MiB:
-    # credvault's 413 is the one a client gets first.
-    limit, proxy_limit = directives["client_max_body_size"]
+    # A little above credvault's own 64 KiB, and for brokered calls and the MCP server above
+    # their 1 MiB: credvault's 413 is the one a client gets first.
+    limit, proxy_limit, mcp_limit = directives["client_max_body_size"]
     assert 64 < kibibytes(limit) <= 128
     assert 1024 < kibibytes(proxy_limit) <= 1200
+    assert 1024 < kibibytes(mcp_limit) <= 1200
     # Bodies hold credentials: kept in memory, never in nginx's temporary files.
-    body_buffer, proxy_body_buffer = directives["client_body_buffer_size"]
+    body_buffer, proxy_body_buffer, mcp_body_buffer = directives["client_body_buffer_size"]
     assert kibibytes(body_buffer) >= kibibytes(limit)
     assert kibibytes(proxy_body_buffer) >= kibibytes(proxy_limit)
+    assert kibibytes(mcp_body_buffer) >= kibibytes(mcp_limit)
     assert directives["proxy_max_temp_file_size"] == ["0"]
     for timeout in ("client_body_timeout", "client_header_timeout", "proxy_read_timeout"):
         assert timeout in directives

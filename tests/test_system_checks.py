@@ -1,4 +1,4 @@
-"""The system checks (CONTRACT 2): a misconfigured start stops at `manage.py check` with a clear
+"""The system checks: a misconfigured start stops at `manage.py check` with a clear
 message that holds no key, and a production configuration passes `check --deploy`."""
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ class TestSystemChecks:
             ({"CREDVAULT_AUDIT_KEYS": ""}, "credvault.E010", "CREDVAULT_AUDIT_KEYS is not set"),
             ({"CREDVAULT_AUDIT_KEYS": "a1:c2hvcnQ="}, "credvault.E010", "32"),
             ({"CREDVAULT_AUDIT_CHECKPOINT_SECONDS": "-1"}, "credvault.E011", "0 (every event)"),
+            (
+                {"CREDVAULT_MCP_MAX_RESULT": "0"},
+                "credvault.E019",
+                "CREDVAULT_MCP_MAX_RESULT must be at least 1 byte",
+            ),
         ],
     )
     def test_bad_configuration_fails_check(self, env, check_id, words):
