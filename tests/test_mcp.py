@@ -252,6 +252,11 @@ class TestCallApi:
         bad = tool(agent[1], "call_api", {"service": "github", "method": "GET"})
         assert bad["isError"] is True
         assert bad["structuredContent"]["error"]["code"] == "invalid_arguments"
+        events = AuditEvent.objects.filter(action="agent.proxy").order_by("seq")
+        assert [(e.status, e.method, e.path, e.via) for e in events] == [
+            (403, "DELETE", "/x", "mcp"),
+            (400, "GET", "", "mcp"),
+        ]
 
     def test_a_binary_answer_is_base64(self, agent, provider_server):
         provider_server.answer(200, b"\x89PNG\xff\x00\x01", headers={"Content-Type": "image/png"})
@@ -343,6 +348,16 @@ class TestHttpRefusals:
         settings.CREDVAULT_PUBLIC_URL = "http://127.0.0.1:8000"
         assert post(agent[1], rpc("tools/list"), Origin="http://evil.example").status_code == 403
         assert post(agent[1], rpc("tools/list"), Origin="http://127.0.0.1:8000").status_code == 200
+
+    def test_the_proxy_rate_counts_mcp_requests_with_the_proxys(self, agent, settings):
+        settings.CREDVAULT_PROXY_RATE_LIMIT = "3/min"
+        token = agent[1]
+        proxied = Client().get(
+            "/api/v1/agent/proxy/github/user", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert proxied.status_code == 200
+        statuses = [post(token, rpc("tools/list")).status_code for _ in range(3)]
+        assert statuses == [200, 200, 429]
 
     @pytest.mark.parametrize(
         ("body", "code"),

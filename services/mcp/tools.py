@@ -256,6 +256,14 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], public_url: str) -> 
     try:
         service, request = proxy_request(arguments, proxy_url="")
     except InvalidArguments as exc:
+        method, path = arguments.get("method"), arguments.get("path")
+        _record_refusal(
+            actor,
+            service="",
+            method=method.upper() if str(method).upper() in PROXY_METHODS else "",
+            path=path[:MAX_PATH_LENGTH] if isinstance(path, str) else "",
+            status=400,
+        )
         return _refusal(400, "invalid_arguments", str(exc))
     normalized = ""  # recorded without a service that cannot be normalized
     try:
@@ -266,12 +274,18 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], public_url: str) -> 
             raise PayloadTooLarge(f"The body is larger than {most} bytes.")
         answer = call(actor=actor, service=service, request=request, via=VIA)
     except ProblemError as problem:
-        _record_refusal(actor, normalized, request, problem.status_code)
+        _record_refusal(
+            actor,
+            service=normalized,
+            method=request.method,
+            path=request.raw_path or "/",
+            status=problem.status_code,
+        )
         return _refusal(problem.status_code, problem.default_code, str(problem.detail))
     return _result(answer)
 
 
-def _record_refusal(actor: Actor, service: str, request: ProxyRequest, status: int) -> None:
+def _record_refusal(actor: Actor, *, service: str, method: str, path: str, status: int) -> None:
     """The refused call's event, as the proxy route records one (services/api/base.py)."""
     try:
         audit.record(
@@ -279,8 +293,8 @@ def _record_refusal(actor: Actor, service: str, request: ProxyRequest, status: i
             Operation.PROXY_CALL,
             status=status,
             service=service,
-            method=request.method,
-            path=request.raw_path or "/",
+            method=method,
+            path=path,
             via=VIA,
         )
     except DatabaseError as exc:
