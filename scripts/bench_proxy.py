@@ -9,12 +9,19 @@ stands in for GitHub. In interleaved rounds at 16 connections, the same GET goes
   (authentication, the grant and the set read in one statement, decryption, placement, the
   pooled outbound client, redaction, the audit event);
 - `naive`: through a bench-only Django view in the same gunicorn that forwards with
-  `requests.get` and no pooling (a new connection per call) and checks nothing.
+  `requests.get` and no pooling (a new connection per call) and checks nothing;
+- `mcp`: through credvault's MCP server, the `proxy` call as an MCP client makes it: one
+  `POST /mcp` per call with the same agent token (`MCP-Protocol-Version: 2025-11-25`; the server
+  holds no session, so no `initialize`), a JSON-RPC `tools/call` of `call_api` with the GET of
+  `/user` on `github`, each call with an id of its own. Every answer is read: a JSON-RPC error
+  or a tool error (`isError`) counts as an error, a brokered call's status other than 2xx as a
+  non-2xx, as the proxy route's own status would.
 
 Prints each one's rps, p50, p99 and the workers' CPU per call (medians of the rounds),
 credvault's p50 over the direct call's, and its rps and CPU per call against the naive
 forwarder's, beside the targets: at most 2 ms added at p50, at least the naive forwarder's rps
-and at most its CPU per call.
+and at most its CPU per call; then the MCP call's CPU per call over the proxy route's, beside
+the target of at most MCP_CPU_FACTOR times.
 
 Then streams, direct and through credvault in interleaved rounds, of STREAM_EVENTS events
 STREAM_GAP_MS apart. The upstream stamps each event with the moment it writes it
@@ -36,8 +43,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -47,7 +56,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from scripts.bench import WORK as LOAD_SCRIPTS
-from scripts.bench import Endpoint, Result, load, measure, production_workers
+from scripts.bench import Endpoint, Result, _ms, cpu_seconds, load, measure, production_workers
 from scripts.harness import BASE_DIR, Gunicorn, free_port, listening, manage, request, server_env
 
 WORK = BASE_DIR / "var" / "bench-proxy"
@@ -64,6 +73,19 @@ STREAM_ADDED_MS = 5.0
 # One worker holding this many streams at once, for its memory per stream.
 MEMORY_STREAMS = 200
 MEMORY_PER_STREAM_KIB = 64
+# The `mcp` case: the proxy call as a `tools/call` of `call_api`, %d its JSON-RPC id.
+MCP_PATH = "/mcp"
+MCP_CALL = (
+    '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"call_api",'
+    '"arguments":{"service":"github","method":"GET","path":"/user"}}}'
+)
+MCP_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-11-25",
+}
+# Its workers' CPU per call, at most this many times the proxy route's.
+MCP_CPU_FACTOR = 1.3
 
 
 # --- the upstream ---------------------------------------------------------------------------
@@ -242,6 +264,182 @@ def memory_per_stream(env: dict[str, str], agent: str) -> tuple[int, int, int]:
     return before, held, peak
 
 
+# --- MCP calls ------------------------------------------------------------------------------
+
+
+def mcp_outcome(status: int, body: bytes) -> str:
+    """One MCP call's outcome: `ok`; `non_2xx`, an HTTP status or the brokered call's status
+    other than 2xx; `error`, a JSON-RPC error, a tool error (`isError`) or no JSON-RPC answer."""
+    if not 200 <= status < 300:
+        return "non_2xx"
+    try:
+        result = json.loads(body)["result"]
+        if result["isError"] is not False:
+            return "error"
+        upstream = result["structuredContent"]["status"]
+    except (ValueError, KeyError, TypeError):
+        return "error"
+    return "ok" if 200 <= upstream < 300 else "non_2xx"
+
+
+def _mcp_wrk(url: str, token: str, connections: int, seconds: float) -> Result:
+    """wrk, as `scripts.bench.wrk` runs it, sending the MCP call: each thread's ids its own, and
+    every answer read by `response` as `mcp_outcome` reads it."""
+    threads = min(2, connections)
+    lines = ['wrk.method = "POST"', f'wrk.headers["Authorization"] = "Bearer {token}"']
+    lines += [f'wrk.headers["{name}"] = "{value}"' for name, value in MCP_HEADERS.items()]
+    lines += [
+        f"local call = {json.dumps(MCP_CALL)}",
+        "local threads = {}",
+        "function setup(thread)",
+        '  thread:set("id", #threads * 1000000000)',
+        "  table.insert(threads, thread)",
+        "end",
+        "failed, non_2xx = 0, 0",
+        "function request()",
+        "  id = id + 1",
+        "  return wrk.format(nil, nil, nil, string.format(call, id))",
+        "end",
+        "function response(status, headers, body)",
+        "  if status < 200 or status > 299 then",
+        "    non_2xx = non_2xx + 1",
+        "  elseif not body:find('\"isError\":false', 1, true) then",
+        "    failed = failed + 1",
+        "  else",
+        '    local upstream = tonumber(body:match(\'"structuredContent":{"status":(%d+)\'))',
+        "    if not upstream then",
+        "      failed = failed + 1",
+        "    elseif upstream < 200 or upstream > 299 then",
+        "      non_2xx = non_2xx + 1",
+        "    end",
+        "  end",
+        "end",
+        "function done(summary, latency, requests)",
+        "  local failed, non_2xx = 0, 0",
+        "  for _, thread in ipairs(threads) do",
+        '    failed = failed + thread:get("failed")',
+        '    non_2xx = non_2xx + thread:get("non_2xx")',
+        "  end",
+        '  io.write(string.format("mcp failed %d non-2xx %d\\n", failed, non_2xx))',
+        "end",
+    ]
+    script = WORK / f"mcp-{os.getpid()}.lua"
+    script.write_text("\n".join(lines) + "\n")
+    try:
+        output = subprocess.run(
+            [
+                "wrk",
+                f"-t{threads}",
+                f"-c{connections}",
+                f"-d{max(1, round(seconds))}s",
+                "--latency",
+                "--timeout",
+                "10s",
+                "-s",
+                str(script),
+                url + MCP_PATH,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    finally:
+        script.unlink(missing_ok=True)
+    checked = re.search(r"mcp failed (\d+) non-2xx (\d+)", output)
+    if "Latency Distribution" not in output or checked is None:
+        raise RuntimeError(f"wrk gave no latency distribution or no MCP outcomes:\n{output}")
+    errors = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
+    )
+    return Result(
+        requests=int(re.search(r"(\d+) requests in", output).group(1)),
+        rps=float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        p50=_ms(re.search(r"^\s+50%\s+(\S+)", output, re.M).group(1)),
+        p99=_ms(re.search(r"^\s+99%\s+(\S+)", output, re.M).group(1)),
+        non_2xx=int(checked.group(2)),
+        errors=int(checked.group(1)) + (sum(int(n) for n in errors.groups()) if errors else 0),
+    )
+
+
+async def _mcp_python(url: str, token: str, connections: int, seconds: float) -> Result:
+    """`scripts.bench`'s Python load generator (raw HTTP/1.1 over asyncio, one request per
+    connection) sending the MCP call, each with the next id, every answer read by
+    `mcp_outcome`."""
+    host, port = url.removeprefix("http://").split(":")
+    head = (
+        f"POST {MCP_PATH} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n"
+        f"Authorization: Bearer {token}\r\n"
+        + "".join(f"{name}: {value}\r\n" for name, value in MCP_HEADERS.items())
+    )
+    ids = itertools.count(1)
+    latencies: list[float] = []
+    outcomes: list[str] = []
+    errors = 0
+    deadline = time.monotonic() + seconds
+
+    async def worker() -> None:
+        nonlocal errors
+        while time.monotonic() < deadline:
+            body = (MCP_CALL % next(ids)).encode()
+            started = time.perf_counter()
+            try:
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                await writer.drain()
+                data = await reader.read()
+                writer.close()
+                status = int(data.split(b" ", 2)[1])
+                latencies.append((time.perf_counter() - started) * 1000)
+            except (OSError, IndexError, ValueError):
+                errors += 1
+                continue
+            outcomes.append(mcp_outcome(status, data.partition(b"\r\n\r\n")[2]))
+
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    ordered = sorted(latencies) or [0.0]
+    return Result(
+        requests=len(outcomes),
+        rps=len(outcomes) / seconds,
+        p50=ordered[len(ordered) // 2],
+        p99=ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        non_2xx=outcomes.count("non_2xx"),
+        errors=errors + outcomes.count("error"),
+    )
+
+
+def mcp_load(url: str, token: str, connections: int, seconds: float) -> Result:
+    """The MCP call under load, by the generator `scripts.bench.load` uses."""
+    if shutil.which("wrk"):
+        return _mcp_wrk(url, token, connections, seconds)
+    return asyncio.run(_mcp_python(url, token, connections, seconds))
+
+
+def measure_mcp(server: Gunicorn, token: str, connections: int, seconds: float) -> Result:
+    """`mcp_load`, with the workers' CPU per call, as `scripts.bench.measure` takes it."""
+    pids = [server.process.pid, *server.worker_pids()]
+    before = cpu_seconds(pids)
+    result = mcp_load(server.url, token, connections, seconds)
+    result.cpu_ms = (cpu_seconds(pids) - before) * 1000 / max(1, result.requests)
+    return result
+
+
+def check_mcp(server: Gunicorn, token: str) -> None:
+    """One MCP call before the load: 200, no tool error, the brokered call's status 200."""
+    status, _, answer = request(
+        "POST",
+        server.url + MCP_PATH,
+        token=token,
+        body=json.loads(MCP_CALL % 1),
+        headers=MCP_HEADERS,
+    )
+    result = json.loads(answer).get("result", {}) if status == 200 else {}
+    if (
+        result.get("isError") is not False
+        or result.get("structuredContent", {}).get("status") != 200
+    ):
+        raise RuntimeError(f"the MCP call answered {status}: {answer[:500]!r}")
+
+
 # --- the run --------------------------------------------------------------------------------
 
 
@@ -301,10 +499,13 @@ def main() -> int:
                 "proxy": Endpoint("proxy", "GET", PROXY_PATH + "/user", token=agent),
                 "naive": Endpoint("naive", "GET", "/bench/naive/user"),
             }
+            check_mcp(server, agent)
             load(upstream_url, direct, args.connections, 1)  # warm up every worker and pool
             for endpoint in cases.values():
                 load(server.url, endpoint, args.connections, 1)
+            mcp_load(server.url, agent, args.connections, 1)
             results: dict[str, list[Result]] = {"direct": [], **{name: [] for name in cases}}
+            results["mcp"] = []
             streams: dict[str, list[tuple[float, list[float]]]] = {"direct": [], "proxy": []}
             alone: dict[str, list[float]] = {"direct": [], "proxy": []}
             stream_path = f"/stream?events={STREAM_EVENTS}&gap_ms={STREAM_GAP_MS}"
@@ -313,6 +514,7 @@ def main() -> int:
                 results["direct"].append(load(upstream_url, direct, args.connections, args.seconds))
                 for name, endpoint in cases.items():
                     results[name].append(measure(server, endpoint, args.connections, args.seconds))
+                results["mcp"].append(measure_mcp(server, agent, args.connections, args.seconds))
                 streams["direct"].append(stream_latencies(upstream_url, stream_path, None))
                 proxied = PROXY_PATH + stream_path
                 streams["proxy"].append(stream_latencies(server.url, proxied, agent))
@@ -346,6 +548,11 @@ def main() -> int:
         f"{_met(added <= ADDED_P50_MS)}); its rps is {versus_naive:.2f}x the naive forwarder's "
         f"(target >= 1: {_met(versus_naive >= 1)}); its CPU per call {cpu_versus_naive:.2f}x "
         f"the naive forwarder's (target <= 1: {_met(cpu_versus_naive <= 1)})"
+    )
+    mcp_versus_proxy = summary["mcp"].cpu_ms / summary["proxy"].cpu_ms
+    print(
+        f"the MCP call's CPU per call is {mcp_versus_proxy:.2f}x the proxy route's (target <= "
+        f"{MCP_CPU_FACTOR}x: {_met(mcp_versus_proxy <= MCP_CPU_FACTOR)})"
     )
     print_streams(streams, alone, memory)
     return 0
