@@ -284,6 +284,12 @@ def inspect(inspector: list[str], server: Gunicorn, token: str, *args: str, stat
         return done.stderr + done.stdout
 
 
+def call_api(inspector: list[str], server: Gunicorn, token: str, *arguments: str, status=0):
+    """`call_api` through the Inspector, its arguments as `name=value`."""
+    tool = ("--method", "tools/call", "--tool-name", "call_api", "--tool-arg", *arguments)
+    return inspect(inspector, server, token, *tool, status=status)
+
+
 def test_inspector_lists_and_calls(agent, alice_api, provider, credvault, inspector):
     """The Inspector's CLI as a developer runs it against the URL and the token: the tool list
     names the agent's service, list_services and call_api answer, an echoed secret comes back
@@ -297,34 +303,17 @@ def test_inspector_lists_and_calls(agent, alice_api, provider, credvault, inspec
     )
     assert services["structuredContent"]["services"][0]["service"] == "github"
     provider.answer(200, {"login": "octo", "echo": value})
-    called = inspect(
-        inspector,
-        credvault,
-        token,
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "call_api",
-        "--tool-arg",
-        "service=github",
-        "method=GET",
-        "path=/user",
-    )
+    called = call_api(inspector, credvault, token, "service=github", "method=GET", "path=/user")
     assert called["isError"] is False
     assert json.loads(called["structuredContent"]["body"]) == {
         "login": "octo",
         "echo": "[REDACTED]",
     }
     assert provider.requests[-1].headers["Authorization"] == f"Bearer {value}"
-    refused = inspect(
+    refused = call_api(
         inspector,
         credvault,
         token,
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "call_api",
-        "--tool-arg",
         "service=slack",
         "method=GET",
         "path=/auth.test",
