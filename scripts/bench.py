@@ -46,7 +46,8 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.harness import BASE_DIR, Gunicorn, fresh_postgres, listening, server_env
@@ -173,6 +174,18 @@ def run_seed(env: dict[str, str], pad_tokens: int = 0) -> dict:
 # --- load --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Check:
+    """A check of each answer's body, for an endpoint whose status alone does not say whether it
+    served the request: it classifies the answer `ok`, `non_2xx` or `error`, counted in the
+    tables' non-2xx and errors. `classify(status, body)` for the Python load generator, and `lua`
+    the same rule for wrk: the body of a Lua function `outcome(status, body)` returning one of
+    those three strings."""
+
+    classify: Callable[[int, bytes], str]
+    lua: str
+
+
 @dataclass
 class Endpoint:
     name: str
@@ -181,6 +194,12 @@ class Endpoint:
     token: str | None = None
     body: dict | None = None
     rotate: tuple[str, ...] = ()  # tokens that successive requests take in turn, for `token`
+    headers: dict[str, str] = field(default_factory=dict)  # sent besides (and over) our own
+    # A JSON body with one `%d` and no other `%`, in place of `body`: each request's own
+    # number in it (a JSON-RPC id, say), counted from 1 by the Python generator and from
+    # n * 10**9 + 1 by wrk's n-th thread (n from 0).
+    numbered_body: str | None = None
+    check: Check | None = None  # each answer's body read and classified; else its status only
 
 
 @dataclass
@@ -199,29 +218,80 @@ class Result:
     locks: LockQueue | None = None  # `--sample-locks` on PostgreSQL
 
 
+def _headers(endpoint: Endpoint, token: str | None) -> dict[str, str]:
+    """A request's headers but Host, Connection and Content-Length: the token's, a JSON body's
+    Content-Type, and the endpoint's own, which take the place of those."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if endpoint.body is not None or endpoint.numbered_body is not None:
+        headers["Content-Type"] = "application/json"
+    return {**headers, **endpoint.headers}
+
+
 def _wrk_script(endpoint: Endpoint, threads: int) -> Path:
     lines = [f'wrk.method = "{endpoint.method}"']
-    if endpoint.token:
-        lines.append(f'wrk.headers["Authorization"] = "Bearer {endpoint.token}"')
+    lines += [
+        f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}"
+        for name, value in _headers(endpoint, endpoint.token).items()
+    ]
     if endpoint.body is not None:
-        lines.append('wrk.headers["Content-Type"] = "application/json"')
         lines.append(f"wrk.body = {json.dumps(json.dumps(endpoint.body))}")
+    # setup runs once per thread, in wrk's main Lua state: it gives each thread its own start
+    # in what successive requests take, and keeps the threads for `done`.
+    per_thread: list[str] = []
+    per_request: list[str] = []
+    body = "nil"  # wrk.body
     if endpoint.rotate:
         # Each request of a thread takes the next token; each thread starts at its own place
-        # in the list (setup runs once per thread, in wrk's main Lua state), so that the
-        # threads do not send the same tokens at the same moment.
+        # in the list, so that the threads do not send the same tokens at the same moment.
         step = len(endpoint.rotate) // threads
-        lines += [
-            f"local tokens = {{{', '.join(json.dumps(t) for t in endpoint.rotate)}}}",
-            "local threads = 0",
-            "function setup(thread)",
-            f'  thread:set("turn", threads * {step})',
-            "  threads = threads + 1",
-            "end",
-            "function request()",
+        lines.append(f"local tokens = {{{', '.join(json.dumps(t) for t in endpoint.rotate)}}}")
+        per_thread.append(f'  thread:set("turn", #threads * {step})')
+        per_request += [
             "  turn = (turn or 0) % #tokens + 1",
             '  wrk.headers["Authorization"] = "Bearer " .. tokens[turn]',
-            "  return wrk.format()",
+        ]
+    if endpoint.numbered_body is not None:
+        lines.append(f"local numbered = {json.dumps(endpoint.numbered_body)}")
+        per_thread.append('  thread:set("number", #threads * 1000000000)')
+        per_request.append("  number = number + 1")
+        body = "string.format(numbered, number)"
+    if per_thread or endpoint.check:
+        lines += [
+            "local threads = {}",
+            "function setup(thread)",
+            *per_thread,
+            "  table.insert(threads, thread)",
+            "end",
+        ]
+    if per_request:
+        lines += [
+            "function request()",
+            *per_request,
+            f"  return wrk.format(nil, nil, nil, {body})",
+            "end",
+        ]
+    if endpoint.check:
+        # Each thread counts its answers the check fails; `done` writes the sums for `wrk`.
+        lines += [
+            "function outcome(status, body)",
+            endpoint.check.lua.rstrip(),
+            "end",
+            "failed, non_2xx = 0, 0",
+            "function response(status, headers, body)",
+            "  local result = outcome(status, body)",
+            '  if result == "non_2xx" then',
+            "    non_2xx = non_2xx + 1",
+            '  elseif result ~= "ok" then',
+            "    failed = failed + 1",
+            "  end",
+            "end",
+            "function done(summary, latency, requests)",
+            "  local failed, non_2xx = 0, 0",
+            "  for _, thread in ipairs(threads) do",
+            '    failed = failed + thread:get("failed")',
+            '    non_2xx = non_2xx + thread:get("non_2xx")',
+            "  end",
+            '  io.write(string.format("checked: failed %d non-2xx %d\\n", failed, non_2xx))',
             "end",
         ]
     # One file per process: two benchmarks running at once must not run each other's tokens.
@@ -265,13 +335,21 @@ def wrk(url: str, endpoint: Endpoint, connections: int, seconds: float) -> Resul
     errors = re.search(
         r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
     )
+    socket_errors = sum(int(n) for n in errors.groups()) if errors else 0
+    if endpoint.check:  # the check's counts, a status over 399 among its non-2xx
+        checked = re.search(r"checked: failed (\d+) non-2xx (\d+)", output)
+        if checked is None:
+            raise RuntimeError(f"wrk gave no counts of the checked answers:\n{output}")
+        non_2xx, failed = int(checked.group(2)), int(checked.group(1))
+    else:
+        non_2xx, failed = int(non_2xx.group(1)) if non_2xx else 0, 0
     return Result(
         requests=requests,
         rps=float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
         p50=_ms(re.search(r"^\s+50%\s+(\S+)", output, re.M).group(1)),
         p99=_ms(re.search(r"^\s+99%\s+(\S+)", output, re.M).group(1)),
-        non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
-        errors=sum(int(n) for n in errors.groups()) if errors else 0,
+        non_2xx=non_2xx,
+        errors=failed + socket_errors,
     )
 
 
@@ -280,48 +358,63 @@ async def _python_load(url: str, endpoint: Endpoint, connections: int, seconds: 
     host, port = url.removeprefix("http://").split(":")
     body = json.dumps(endpoint.body).encode() if endpoint.body is not None else b""
 
-    def raw_request(token: str | None) -> bytes:
+    def raw_request(token: str | None, payload: bytes) -> bytes:
         head = (
             f"{endpoint.method} {endpoint.path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n"
         )
-        if token:
-            head += f"Authorization: Bearer {token}\r\n"
-        if body:
-            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-        return head.encode() + b"\r\n" + body
+        head += "".join(f"{name}: {value}\r\n" for name, value in _headers(endpoint, token).items())
+        if payload:
+            head += f"Content-Length: {len(payload)}\r\n"
+        return head.encode() + b"\r\n" + payload
 
-    # Each request takes the next token of `rotate`, whichever connection sends it, as wrk's.
-    raws = [raw_request(token) for token in endpoint.rotate] or [raw_request(endpoint.token)]
-    turn = itertools.count()
+    # Each request takes the next token of `rotate`, whichever connection sends it, as wrk's,
+    # and the next number of `numbered_body`.
+    tokens = endpoint.rotate or (endpoint.token,)
+    raws = [raw_request(token, body) for token in tokens]
+    turn, numbers = itertools.count(), itertools.count(1)
+
+    def next_request() -> bytes:
+        if endpoint.numbered_body is None:
+            return raws[next(turn) % len(raws)]
+        numbered = (endpoint.numbered_body % next(numbers)).encode()
+        return raw_request(tokens[next(turn) % len(tokens)], numbered)
+
     latencies: list[float] = []
-    statuses: list[int] = []
+    outcomes: list[str] = []  # each answer's: `ok`, `non_2xx` or (by the check) `error`
     errors = 0
     deadline = time.monotonic() + seconds
 
     async def worker() -> None:
         nonlocal errors
         while time.monotonic() < deadline:
+            raw = next_request()
             started = time.perf_counter()
             try:
                 reader, writer = await asyncio.open_connection(host, int(port))
-                writer.write(raws[next(turn) % len(raws)])
+                writer.write(raw)
                 await writer.drain()
                 data = await reader.read()
                 writer.close()
-                statuses.append(int(data.split(b" ", 2)[1]))
+                status = int(data.split(b" ", 2)[1])
                 latencies.append((time.perf_counter() - started) * 1000)
             except (OSError, IndexError, ValueError):
                 errors += 1
+                continue
+            if endpoint.check:
+                outcomes.append(endpoint.check.classify(status, data.partition(b"\r\n\r\n")[2]))
+            else:
+                outcomes.append("ok" if 200 <= status < 400 else "non_2xx")
 
     await asyncio.gather(*(worker() for _ in range(connections)))
     ordered = sorted(latencies) or [0.0]
     return Result(
-        requests=len(statuses),
-        rps=len(statuses) / seconds,
+        requests=len(outcomes),
+        rps=len(outcomes) / seconds,
         p50=ordered[len(ordered) // 2],
         p99=ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
-        non_2xx=sum(1 for s in statuses if not 200 <= s < 400),
-        errors=errors,
+        non_2xx=outcomes.count("non_2xx"),
+        # what the check says is neither `ok` nor `non_2xx` is an error, as in wrk's `response`
+        errors=errors + len(outcomes) - outcomes.count("ok") - outcomes.count("non_2xx"),
     )
 
 

@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -56,7 +54,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from scripts.bench import WORK as LOAD_SCRIPTS
-from scripts.bench import Endpoint, Result, _ms, cpu_seconds, load, measure, production_workers
+from scripts.bench import Check, Endpoint, Result, load, measure, production_workers
 from scripts.harness import BASE_DIR, Gunicorn, free_port, listening, manage, request, server_env
 
 WORK = BASE_DIR / "var" / "bench-proxy"
@@ -282,145 +280,35 @@ def mcp_outcome(status: int, body: bytes) -> str:
     return "ok" if 200 <= upstream < 300 else "non_2xx"
 
 
-def _mcp_wrk(url: str, token: str, connections: int, seconds: float) -> Result:
-    """wrk, as `scripts.bench.wrk` runs it, sending the MCP call: each thread's ids its own, and
-    every answer read by `response` as `mcp_outcome` reads it."""
-    threads = min(2, connections)
-    lines = ['wrk.method = "POST"', f'wrk.headers["Authorization"] = "Bearer {token}"']
-    lines += [f'wrk.headers["{name}"] = "{value}"' for name, value in MCP_HEADERS.items()]
-    lines += [
-        f"local call = {json.dumps(MCP_CALL)}",
-        "local threads = {}",
-        "function setup(thread)",
-        '  thread:set("id", #threads * 1000000000)',
-        "  table.insert(threads, thread)",
-        "end",
-        "failed, non_2xx = 0, 0",
-        "function request()",
-        "  id = id + 1",
-        "  return wrk.format(nil, nil, nil, string.format(call, id))",
-        "end",
-        "function response(status, headers, body)",
-        "  if status < 200 or status > 299 then",
-        "    non_2xx = non_2xx + 1",
-        "  elseif not body:find('\"isError\":false', 1, true) then",
-        "    failed = failed + 1",
-        "  else",
-        '    local upstream = tonumber(body:match(\'"structuredContent":{"status":(%d+)\'))',
-        "    if not upstream then",
-        "      failed = failed + 1",
-        "    elseif upstream < 200 or upstream > 299 then",
-        "      non_2xx = non_2xx + 1",
-        "    end",
-        "  end",
-        "end",
-        "function done(summary, latency, requests)",
-        "  local failed, non_2xx = 0, 0",
-        "  for _, thread in ipairs(threads) do",
-        '    failed = failed + thread:get("failed")',
-        '    non_2xx = non_2xx + thread:get("non_2xx")',
-        "  end",
-        '  io.write(string.format("mcp failed %d non-2xx %d\\n", failed, non_2xx))',
-        "end",
-    ]
-    script = WORK / f"mcp-{os.getpid()}.lua"
-    script.write_text("\n".join(lines) + "\n")
-    try:
-        output = subprocess.run(
-            [
-                "wrk",
-                f"-t{threads}",
-                f"-c{connections}",
-                f"-d{max(1, round(seconds))}s",
-                "--latency",
-                "--timeout",
-                "10s",
-                "-s",
-                str(script),
-                url + MCP_PATH,
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    finally:
-        script.unlink(missing_ok=True)
-    checked = re.search(r"mcp failed (\d+) non-2xx (\d+)", output)
-    if "Latency Distribution" not in output or checked is None:
-        raise RuntimeError(f"wrk gave no latency distribution or no MCP outcomes:\n{output}")
-    errors = re.search(
-        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
+# `mcp_outcome` in Lua, for wrk: the body of `outcome(status, body)` (`scripts.bench.Check`).
+MCP_OUTCOME_LUA = """\
+  if status < 200 or status > 299 then
+    return "non_2xx"
+  elseif not body:find('"isError":false', 1, true) then
+    return "error"
+  end
+  local upstream = tonumber(body:match('"structuredContent":{"status":(%d+)'))
+  if not upstream then
+    return "error"
+  elseif upstream < 200 or upstream > 299 then
+    return "non_2xx"
+  end
+  return "ok"
+"""
+
+
+def mcp_endpoint(token: str) -> Endpoint:
+    """The MCP call as `scripts.bench`'s load generators send it: each call with the next id,
+    every answer read as `mcp_outcome` reads it."""
+    return Endpoint(
+        "mcp",
+        "POST",
+        MCP_PATH,
+        token=token,
+        headers=MCP_HEADERS,
+        numbered_body=MCP_CALL,
+        check=Check(mcp_outcome, MCP_OUTCOME_LUA),
     )
-    return Result(
-        requests=int(re.search(r"(\d+) requests in", output).group(1)),
-        rps=float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
-        p50=_ms(re.search(r"^\s+50%\s+(\S+)", output, re.M).group(1)),
-        p99=_ms(re.search(r"^\s+99%\s+(\S+)", output, re.M).group(1)),
-        non_2xx=int(checked.group(2)),
-        errors=int(checked.group(1)) + (sum(int(n) for n in errors.groups()) if errors else 0),
-    )
-
-
-async def _mcp_python(url: str, token: str, connections: int, seconds: float) -> Result:
-    """`scripts.bench`'s Python load generator (raw HTTP/1.1 over asyncio, one request per
-    connection) sending the MCP call, each with the next id, every answer read by
-    `mcp_outcome`."""
-    host, port = url.removeprefix("http://").split(":")
-    head = (
-        f"POST {MCP_PATH} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n"
-        f"Authorization: Bearer {token}\r\n"
-        + "".join(f"{name}: {value}\r\n" for name, value in MCP_HEADERS.items())
-    )
-    ids = itertools.count(1)
-    latencies: list[float] = []
-    outcomes: list[str] = []
-    errors = 0
-    deadline = time.monotonic() + seconds
-
-    async def worker() -> None:
-        nonlocal errors
-        while time.monotonic() < deadline:
-            body = (MCP_CALL % next(ids)).encode()
-            started = time.perf_counter()
-            try:
-                reader, writer = await asyncio.open_connection(host, int(port))
-                writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
-                await writer.drain()
-                data = await reader.read()
-                writer.close()
-                status = int(data.split(b" ", 2)[1])
-                latencies.append((time.perf_counter() - started) * 1000)
-            except (OSError, IndexError, ValueError):
-                errors += 1
-                continue
-            outcomes.append(mcp_outcome(status, data.partition(b"\r\n\r\n")[2]))
-
-    await asyncio.gather(*(worker() for _ in range(connections)))
-    ordered = sorted(latencies) or [0.0]
-    return Result(
-        requests=len(outcomes),
-        rps=len(outcomes) / seconds,
-        p50=ordered[len(ordered) // 2],
-        p99=ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
-        non_2xx=outcomes.count("non_2xx"),
-        errors=errors + outcomes.count("error"),
-    )
-
-
-def mcp_load(url: str, token: str, connections: int, seconds: float) -> Result:
-    """The MCP call under load, by the generator `scripts.bench.load` uses."""
-    if shutil.which("wrk"):
-        return _mcp_wrk(url, token, connections, seconds)
-    return asyncio.run(_mcp_python(url, token, connections, seconds))
-
-
-def measure_mcp(server: Gunicorn, token: str, connections: int, seconds: float) -> Result:
-    """`mcp_load`, with the workers' CPU per call, as `scripts.bench.measure` takes it."""
-    pids = [server.process.pid, *server.worker_pids()]
-    before = cpu_seconds(pids)
-    result = mcp_load(server.url, token, connections, seconds)
-    result.cpu_ms = (cpu_seconds(pids) - before) * 1000 / max(1, result.requests)
-    return result
 
 
 def check_mcp(server: Gunicorn, token: str) -> None:
@@ -498,14 +386,13 @@ def main() -> int:
             cases = {
                 "proxy": Endpoint("proxy", "GET", PROXY_PATH + "/user", token=agent),
                 "naive": Endpoint("naive", "GET", "/bench/naive/user"),
+                "mcp": mcp_endpoint(agent),
             }
             check_mcp(server, agent)
             load(upstream_url, direct, args.connections, 1)  # warm up every worker and pool
             for endpoint in cases.values():
                 load(server.url, endpoint, args.connections, 1)
-            mcp_load(server.url, agent, args.connections, 1)
             results: dict[str, list[Result]] = {"direct": [], **{name: [] for name in cases}}
-            results["mcp"] = []
             streams: dict[str, list[tuple[float, list[float]]]] = {"direct": [], "proxy": []}
             alone: dict[str, list[float]] = {"direct": [], "proxy": []}
             stream_path = f"/stream?events={STREAM_EVENTS}&gap_ms={STREAM_GAP_MS}"
@@ -514,7 +401,6 @@ def main() -> int:
                 results["direct"].append(load(upstream_url, direct, args.connections, args.seconds))
                 for name, endpoint in cases.items():
                     results[name].append(measure(server, endpoint, args.connections, args.seconds))
-                results["mcp"].append(measure_mcp(server, agent, args.connections, args.seconds))
                 streams["direct"].append(stream_latencies(upstream_url, stream_path, None))
                 proxied = PROXY_PATH + stream_path
                 streams["proxy"].append(stream_latencies(server.url, proxied, agent))
