@@ -21,10 +21,23 @@ executed), divided by the number of requests, is the endpoint's instructions per
 
 The endpoints are scripts/bench.py's: the benchmark's baseline `/bench/baseline` (when the tree
 has scripts/bench_urls.py), list with 10 and with 100 services, store of a 3-field set, the
-agent read, and the test operation of a custom service (`no_verifier`).
+agent read, and the test operation of a custom service (`no_verifier`); then, when the tree has
+scripts/bench_proxy.py (as every tree with the proxy route does), scripts/bench_proxy.py's
+brokered call `proxy`: `GET /api/v1/agent/proxy/github/user` with the token of an agent whose
+grant is `github` with the default brokered access (its own account, holding a github set),
+which must answer 200 throughout its warm-up. GitHub is stood in for by scripts/bench_proxy.py's
+upstream (`python -m scripts.bench_proxy --upstream PORT`: asyncio, HTTP/1.1 with keep-alive, a
+fixed 40-byte JSON body with its Content-Length) on 127.0.0.1, started for each run as a
+process of its own, not under callgrind, so its work is not counted;
+CREDVAULT_PROVIDER_BASE_URLS points github at it, and CREDVAULT_PROXY_RATE_LIMIT and
+CREDVAULT_PROXY_MAX_CONCURRENT are far above the run. A brokered call counts credvault's side of
+it: authentication, the grant and the set, decryption, placement, the pooled outbound client
+(one kept-alive connection, opened in the warm-up), reading and redacting the answer, the audit
+event. An answer that comes streamed is read to its end, as a server would send it on.
 
 What is counted: the process's own instructions in user space (Python, Django, credvault,
-SQLite's library, OpenSSL), not the kernel's (system calls, the file system, fsync). Each
+SQLite's library, OpenSSL), not the kernel's (system calls, the file system, fsync, and the
+socket's send and receive of a brokered call), nor any other process's (the upstream's). Each
 endpoint's token is used first by its own warm-up, so that the once-a-minute write of a
 token's `last_used_at` falls in the measurement only when its warm-up and measurement together
 take over a minute (the run says so); the audit checkpoint, written once a minute of wall time
@@ -61,12 +74,15 @@ from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
 
-from scripts.harness import BASE_DIR, server_env
+from scripts.harness import BASE_DIR, free_port, listening, server_env
 
 WORK = BASE_DIR / "var" / "bench_instructions"
 BASELINE = "/bench/baseline"
 HAS_BASELINE = (BASE_DIR / "scripts" / "bench_urls.py").is_file()
 SETTINGS = "scripts.bench_settings" if HAS_BASELINE else "credvault.settings"
+# The brokered call, answered by scripts/bench_proxy.py's upstream (both came with the route).
+HAS_PROXY = (BASE_DIR / "scripts" / "bench_proxy.py").is_file()
+PROXY = "/api/v1/agent/proxy/github/user"
 FIELDS = {  # scripts/bench.py's 3-field set
     "api_key": "sk-bench-0123456789abcdef",
     "client_secret": "bench-secret-abcdef0123456789",
@@ -87,6 +103,7 @@ class Endpoint:
     path: str
     token: str | None = None  # the key of its token in the seeded tokens
     body: dict | None = None
+    status: int | None = None  # the one status its warm-up must see (else any 2xx)
 
 
 ENDPOINTS = [
@@ -108,13 +125,19 @@ ENDPOINTS = [
         "test",
         {"service": "my-internal-api", "credentials": CREDENTIALS},
     ),
+    *([Endpoint("proxy", "GET", PROXY, "proxy", status=200)] if HAS_PROXY else []),
 ]
 ENDPOINT_NAMES = [endpoint.name for endpoint in ENDPOINTS]
 
 
-def environment(database: Path) -> dict[str, str]:
+def environment(database: Path, upstream: str | None) -> dict[str, str]:
     """A throwaway server's environment (this tree's scripts/harness.py), for Django's test
-    client, with nothing throttled and no audit checkpoint during the run."""
+    client, with nothing throttled and no audit checkpoint during the run; github's API at
+    `upstream` (the stand-in's URL), when there is one."""
+    brokered = {
+        "CREDVAULT_PROVIDER_BASE_URLS": json.dumps({"github": upstream}),
+        "CREDVAULT_PROXY_MAX_CONCURRENT": "1000000",  # one call at a time: never refused
+    }
     return server_env(
         f"sqlite:///{database}",
         DJANGO_SETTINGS_MODULE=SETTINGS,
@@ -126,6 +149,7 @@ def environment(database: Path) -> dict[str, str]:
         CREDVAULT_MAX_SERVICES_PER_ACCOUNT="2000",
         CREDVAULT_AUDIT_CHECKPOINT_SECONDS=LATER_THAN_THE_RUN,
         PYTHONHASHSEED="0",  # the same hashes, and so the same dict probes, in every run
+        **(brokered if upstream else {}),
     )
 
 
@@ -133,12 +157,39 @@ def environment(database: Path) -> dict[str, str]:
 
 
 def send(client, endpoint: Endpoint, token: str | None):
-    """One request of `endpoint` through Django's test client: its response."""
+    """One request of `endpoint` through Django's test client: its response, read to its end
+    (a streamed one too, as a server sends it on, which closes it)."""
     extra = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
     body = json.dumps(endpoint.body) if endpoint.body is not None else ""
-    return client.generic(
+    response = client.generic(
         endpoint.method, endpoint.path, body, content_type="application/json", **extra
     )
+    if response.streaming:
+        b"".join(response.streaming_content)
+    return response
+
+
+def answered(endpoint: Endpoint, status: int) -> bool:
+    """Whether `status` is the answer `endpoint` must give."""
+    return status == endpoint.status if endpoint.status else 200 <= status < 300
+
+
+def start_upstream() -> tuple[subprocess.Popen, str]:
+    """scripts/bench_proxy.py's upstream in a process of its own (not counted): it and its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "scripts.bench_proxy", "--upstream", str(port)],
+        cwd=BASE_DIR,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not listening(port):
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise RuntimeError("the upstream did not start")
+        time.sleep(0.05)
+    return process, f"http://127.0.0.1:{port}"
 
 
 def seed(tokens_file: Path) -> None:
@@ -188,6 +239,11 @@ def seed(tokens_file: Path) -> None:
     store(owner, "github", [{"keyName": "api_key", "value": FIELDS["api_key"]}])
     command("create_agent", "agent", "reader", "--service", "github", "--read")
     tokens["agent"] = command("issue_agent_token", "agent", "reader")
+    if HAS_PROXY:  # an account of its own: its set, and an agent granted github (brokered)
+        owner = account_with("proxy", 0)
+        store(owner, "github", [{"keyName": "api_key", "value": FIELDS["api_key"]}])
+        command("create_agent", "proxy", "broker", "--service", "github")
+        tokens["proxy"] = command("issue_agent_token", "proxy", "broker")
     tokens_file.write_text(json.dumps(tokens))
 
 
@@ -210,10 +266,9 @@ def child(tokens_file: Path, names: list[str], warmup: int, requests: int) -> No
         started = time.monotonic()
         for _ in range(warmup):
             response = send(client, endpoint, token)
-            if not 200 <= response.status_code < 300:
-                raise RuntimeError(
-                    f"{endpoint.name}: {response.status_code} {response.content[:500]!r}"
-                )
+            if not answered(endpoint, response.status_code):
+                content = b"" if response.streaming else response.content
+                raise RuntimeError(f"{endpoint.name}: {response.status_code} {content[:500]!r}")
         statuses = [0] * requests
         gc.collect()  # each measurement starts from a collected heap
         print(f"ready {endpoint.name}", flush=True)
@@ -226,7 +281,7 @@ def child(tokens_file: Path, names: list[str], warmup: int, requests: int) -> No
         print(f"done {endpoint.name} {ended - measured:.1f} {ended - started:.1f}", flush=True)
         if sys.stdin.readline().strip() != "next":
             return
-        failed = [status for status in statuses if not 200 <= status < 300]
+        failed = [status for status in statuses if not answered(endpoint, status)]
         print(f"statuses {endpoint.name} {len(failed)} {failed[:1]}", flush=True)
     print("finished", flush=True)
 
@@ -266,8 +321,28 @@ def run_once(number: int, names: list[str], args: argparse.Namespace) -> Measure
     directory = WORK / f"run-{number}"
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
+    upstream, upstream_url = start_upstream() if HAS_PROXY else (None, None)
+    try:
+        return drive(number, names, args, directory, upstream_url)
+    finally:
+        if upstream is not None:
+            upstream.terminate()
+            upstream.wait(10)
+
+
+def drive(
+    number: int,
+    names: list[str],
+    args: argparse.Namespace,
+    directory: Path,
+    upstream_url: str | None,
+) -> Measured:
+    """Run `number`'s seeding and its child under callgrind, github's API at `upstream_url`."""
     database, tokens_file = directory / "db.sqlite3", directory / "tokens.json"
-    env = {**environment(database), LAYOUT_VARIABLE: "x" * LAYOUT_STEP * (number - 1)}
+    env = {
+        **environment(database, upstream_url),
+        LAYOUT_VARIABLE: "x" * LAYOUT_STEP * (number - 1),
+    }
     print(f"run {number}: seeding {database}", file=sys.stderr, flush=True)
     script = [sys.executable, "-m", "scripts.bench_instructions"]
     seeded = subprocess.run(
