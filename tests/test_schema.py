@@ -303,6 +303,19 @@ class TestEveryStatusIsDocumented:
             "request_header_too_large",
         } <= codes
 
+    def test_a_brokered_calls_headers_are_those_of_either_answer(self, doc):
+        """A proxied answer may be the provider's (its own X-Request-ID, if any; credvault's
+        id in X-Credvault-Request-Id) or credvault's refusal (X-Credvault-Error too)."""
+        proxied = doc["paths"]["/api/v1/agent/proxy/{service}/{path}"]["get"]["responses"]
+        for status in ("200", "403", "504"):
+            headers = proxied[status]["headers"]
+            assert headers["X-Credvault-Request-Id"]["required"] is True
+            assert headers["X-Request-ID"]["required"] is False
+            assert headers["X-Credvault-Error"]["required"] is False
+        services = doc["paths"]["/api/v1/services"]["get"]["responses"]
+        assert "X-Credvault-Request-Id" not in services["200"]["headers"]
+        assert services["200"]["headers"]["X-Request-ID"]["required"] is True
+
     def documented(self, doc: dict, path: str, method: str) -> set[str]:
         return set(doc["paths"][path][method]["responses"])
 

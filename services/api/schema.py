@@ -21,7 +21,7 @@ from rest_framework.serializers import ListSerializer
 
 from providers.identifiers import NORMALIZATION_RULE, SERVICE_RULE
 from services.api.serializers import ProblemSerializer
-from services.api.wsgi import MAX_BODY_BYTES
+from services.api.wsgi import MAX_BODY_BYTES, PROXY_PATH_PREFIX
 
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_REF = "#/components/schemas/Problem"
@@ -140,10 +140,27 @@ def _header(description: str, *, required: bool = True) -> dict:
     return {"schema": {"type": "string"}, "description": description, "required": required}
 
 
-def response_headers(status: int) -> dict[str, dict]:
-    """The headers of every response of this status, as the server sends them."""
+def response_headers(status: int, *, proxied: bool = False) -> dict[str, dict]:
+    """The headers of every response of this status, as the server sends them. A brokered
+    call's (`proxied`) may be the provider's answer, which keeps the provider's own
+    X-Request-ID (if it sent one) and carries credvault's id in X-Credvault-Request-Id."""
     headers = {"Cache-Control": _header("Always no-store.")}
-    if status not in BEFORE_DJANGO:
+    if proxied:
+        headers["X-Request-ID"] = _header(
+            "credvault's id on credvault's own answers; the provider's own, if it sent one, "
+            "on the provider's answers.",
+            required=False,
+        )
+        headers["X-Credvault-Request-Id"] = _header(
+            "The request's id, as in the access log.",
+            required=status not in BEFORE_DJANGO and status != 400,
+        )
+        headers["X-Credvault-Error"] = _header(
+            "The problem's code, on credvault's own answers (a refusal, a timeout); absent "
+            "from the provider's.",
+            required=False,
+        )
+    elif status not in BEFORE_DJANGO:
         headers["X-Request-ID"] = _header(
             "The request's id, as in the access log.", required=status != 400
         )
@@ -169,7 +186,8 @@ def complete_responses(result: dict, generator, request, public) -> dict:
     and every response its headers."""
     if "Problem" not in result.get("components", {}).get("schemas", {}):
         raise RuntimeError("no view declares a problem response: the Problem schema is missing")
-    for item in result["paths"].values():
+    for route, item in result["paths"].items():
+        proxied = route.startswith(PROXY_PATH_PREFIX)
         for method, operation in item.items():
             if method not in OPERATION_METHODS:
                 continue
@@ -185,7 +203,7 @@ def complete_responses(result: dict, generator, request, public) -> dict:
             for status, response in responses.items():
                 response["headers"] = {
                     **response.get("headers", {}),
-                    **response_headers(int(status)),
+                    **response_headers(int(status), proxied=proxied),
                 }
             operation["responses"] = dict(sorted(responses.items()))
     return result
