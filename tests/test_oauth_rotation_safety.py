@@ -280,9 +280,10 @@ class TestAnUnavailableTokenUrl:
         assert_problem(agent_read(reader), 503, "provider_unavailable")
         assert len(stand_in.token_requests) == 1
         for _ in range(5):
-            start = time.monotonic()
+            # At once: the token URL is not asked again (a wall-clock bound would only
+            # measure the machine's load).
             response = agent_read(reader)
-            assert elapsed(start) < 0.5
+            assert len(stand_in.token_requests) == 1
             body = assert_problem(response, 503, "provider_unavailable")
             assert 1 <= int(response["Retry-After"]) <= 30
             assert "tries again after" in body["detail"]
