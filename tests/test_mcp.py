@@ -258,6 +258,15 @@ class TestCallApi:
             (400, "GET", "", "mcp"),
         ]
 
+    def test_the_providers_addresses_move_onto_the_proxy(self, agent, provider_server, settings):
+        settings.CREDVAULT_PUBLIC_URL = "https://vault.example"
+        link = f'<{provider_server.url}/user/repos?page=2>; rel="next"'
+        provider_server.answer(200, [], headers={"Content-Type": "application/json", "Link": link})
+        result = tool(agent[1], "call_api", {"service": "github", "method": "GET", "path": "/r"})
+        assert result["structuredContent"]["headers"]["link"] == (
+            '<https://vault.example/api/v1/agent/proxy/github/user/repos?page=2>; rel="next"'
+        )
+
     def test_a_binary_answer_is_base64(self, agent, provider_server):
         provider_server.answer(200, b"\x89PNG\xff\x00\x01", headers={"Content-Type": "image/png"})
         result = tool(agent[1], "call_api", {"service": "github", "method": "GET", "path": "/img"})

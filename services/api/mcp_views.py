@@ -26,13 +26,12 @@ from services.api.base import AuditedAPIView, logger
 from services.api.context import ApiRequest
 from services.api.errors import safe_methods_only
 from services.api.throttling import ProxyRateThrottle
-from services.api.wsgi import MCP_MAX_BODY
+from services.api.wsgi import MCP_MAX_BODY, MCP_PATH, PROXY_PATH_PREFIX
 from services.audit import Operation
 from services.exceptions import Forbidden, PayloadTooLarge
 from services.mcp import protocol
 from services.mcp.tools import VIA
 
-MCP_PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 
 
@@ -85,7 +84,7 @@ class McpView(AuditedAPIView):
             actor=request.context.actor,
             body=request.body,
             headers=headers,
-            public_url=public_url(),
+            proxy_base=public_url() + PROXY_PATH_PREFIX,
         )
         if reply.message is None:
             return HttpResponse(status=reply.status)

@@ -114,6 +114,7 @@ CREDVAULT_ERROR_HEADER = "X-Credvault-Error"
 # The most a POST to the MCP server may hold: a call_api's body of CREDVAULT_PROXY_MAX_BODY
 # travels inside it as JSON text.
 MCP_MAX_BODY = 1024 * 1024
+MCP_PATH = "/mcp"
 
 
 def body_limit(environ: dict[str, Any]) -> int:
@@ -122,7 +123,7 @@ def body_limit(environ: dict[str, Any]) -> int:
     path = environ.get("PATH_INFO", "")
     if path.startswith(PROXY_PATH_PREFIX):
         return int(settings.CREDVAULT_PROXY_MAX_BODY)
-    if path == "/mcp":
+    if path == MCP_PATH:
         return MCP_MAX_BODY
     return MAX_BODY_BYTES
 

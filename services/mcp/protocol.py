@@ -94,8 +94,9 @@ def _error(request_id: Any, error: RpcError, statuses: Mapping[int, int]) -> Rep
     return Reply(statuses.get(error.code, 200), {"jsonrpc": "2.0", "id": request_id, "error": body})
 
 
-def answer(*, actor: Actor, body: bytes, headers: Mapping[str, str], public_url: str) -> Reply:
-    """The answer to one POST of the agent `actor`: `headers` by lower-case name."""
+def answer(*, actor: Actor, body: bytes, headers: Mapping[str, str], proxy_base: str) -> Reply:
+    """The answer to one POST of the agent `actor`: `headers` by lower-case name; `proxy_base`
+    the proxy's URL before the service (`https://credvault.example/api/v1/agent/proxy/`)."""
     version = headers.get("mcp-protocol-version")
     modern = version is not None and version not in HANDSHAKE_VERSIONS + OLDER_VERSIONS
     statuses = MODERN_ERROR_STATUS if modern else HANDSHAKE_ERROR_STATUS
@@ -132,9 +133,9 @@ def answer(*, actor: Actor, body: bytes, headers: Mapping[str, str], public_url:
     try:
         if modern:
             _check_envelope(message, params, headers)
-            result = _modern(actor, method, params, public_url)
+            result = _modern(actor, method, params, proxy_base)
         else:
-            result = _handshake(actor, method, params, public_url)
+            result = _handshake(actor, method, params, proxy_base)
     except RpcError as error:
         return _error(request_id, error, statuses)
     return Reply(200, {"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -188,7 +189,7 @@ def _check_envelope(
         raise _unsupported(requested)
 
 
-def _handshake(actor: Actor, method: str, params: Mapping[str, Any], public_url: str) -> dict:
+def _handshake(actor: Actor, method: str, params: Mapping[str, Any], proxy_base: str) -> dict:
     if method == "initialize":
         asked = params.get("protocolVersion")
         if not isinstance(asked, str):
@@ -204,11 +205,11 @@ def _handshake(actor: Actor, method: str, params: Mapping[str, Any], public_url:
     if method == "tools/list":
         return {"tools": tools.definitions(actor=actor)}
     if method == "tools/call":
-        return _call_tool(actor, params, public_url)
+        return _call_tool(actor, params, proxy_base)
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
-def _modern(actor: Actor, method: str, params: Mapping[str, Any], public_url: str) -> dict:
+def _modern(actor: Actor, method: str, params: Mapping[str, Any], proxy_base: str) -> dict:
     if method == "server/discover":
         result: dict[str, Any] = {
             "supportedVersions": list(MODERN_VERSIONS),
@@ -221,13 +222,13 @@ def _modern(actor: Actor, method: str, params: Mapping[str, Any], public_url: st
     elif method == "tools/list":
         result = {"tools": tools.definitions(actor=actor), "cacheScope": "private", "ttlMs": 0}
     elif method == "tools/call":
-        result = _call_tool(actor, params, public_url)
+        result = _call_tool(actor, params, proxy_base)
     else:
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
     return {**result, "resultType": "complete"}
 
 
-def _call_tool(actor: Actor, params: Mapping[str, Any], public_url: str) -> dict:
+def _call_tool(actor: Actor, params: Mapping[str, Any], proxy_base: str) -> dict:
     name = params.get("name")
     arguments = params.get("arguments", {})
     if arguments is None:
@@ -239,7 +240,7 @@ def _call_tool(actor: Actor, params: Mapping[str, Any], public_url: str) -> dict
     if name == "list_services":
         result = tools.list_services(actor=actor)
     elif name == "call_api":
-        result = tools.call_api(actor=actor, arguments=arguments, public_url=public_url)
+        result = tools.call_api(actor=actor, arguments=arguments, proxy_base=proxy_base)
     else:
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
     return {

@@ -47,7 +47,6 @@ from services.storage import queries
 logger = logging.getLogger("credvault.audit")
 
 VIA = "mcp"
-PROXY_PREFIX = "/api/v1/agent/proxy/"
 NOT_CONNECTED = "not_connected"
 
 
@@ -251,8 +250,9 @@ def proxy_request(arguments: Mapping[str, Any], *, proxy_url: str) -> tuple[str,
     )
 
 
-def call_api(*, actor: Actor, arguments: Mapping[str, Any], public_url: str) -> ToolResult:
-    """`call_api`: the brokered call its arguments describe, its answer or its refusal."""
+def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> ToolResult:
+    """`call_api`: the brokered call its arguments describe, its answer or its refusal;
+    `proxy_base` the proxy's URL before the service, where the answer's addresses move."""
     try:
         service, request = proxy_request(arguments, proxy_url="")
     except InvalidArguments as exc:
@@ -268,7 +268,7 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], public_url: str) -> 
     normalized = ""  # recorded without a service that cannot be normalized
     try:
         service = normalized = service_identifier(service)
-        request = replace(request, proxy_url=public_url + PROXY_PREFIX + service)
+        request = replace(request, proxy_url=proxy_base + service)
         most = int(settings.CREDVAULT_PROXY_MAX_BODY)
         if len(request.body) > most:
             raise PayloadTooLarge(f"The body is larger than {most} bytes.")
