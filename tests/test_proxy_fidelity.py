@@ -1,6 +1,7 @@
 """What an SDK relies on in a brokered answer besides its body: the provider's own addresses
 moved onto the proxy (Location, Content-Location, Link), a HEAD answer's Content-Length, the
-provider's X-Request-ID beside credvault's X-Credvault-Request-Id, X-Credvault-Error on every
+provider's X-Request-ID beside credvault's X-Credvault-Request-Id, no method list of credvault's
+(Allow) over the provider's, X-Credvault-Error on every
 answer credvault gives itself, and a 403 that says what the grant lacks."""
 
 from __future__ import annotations
@@ -114,6 +115,12 @@ class TestFidelity:
         response = call(github, "GET", "github", "/user")
         assert "X-Request-ID" not in response
         assert response["X-Credvault-Request-Id"]
+
+    def test_the_providers_allow_header_is_its_own(self, github, provider_server):
+        provider_server.answer(405, {"message": "Method Not Allowed"}, headers={"Allow": "GET"})
+        assert call(github, "PUT", "github", "/user", body=b"{}")["Allow"] == "GET"
+        provider_server.answer(200, {})
+        assert "Allow" not in call(github, "GET", "github", "/user")
 
     def test_a_providers_error_carries_no_credvault_error(self, github, provider_server):
         provider_server.answer(404, {"message": "Not Found"})

@@ -151,6 +151,13 @@ class ProxyView(AuditedAPIView):
             context.path = "/"
         super().initial(request, *args, **kwargs)
 
+    def finalize_response(self, request, response, *args, **kwargs) -> HttpResponseBase:
+        """The provider's answer leaves with the provider's headers only: the REST framework
+        would add the view's own method list as `Allow`, over the provider's."""
+        if getattr(response, "passed_on", False):
+            return response
+        return super().finalize_response(request, response, *args, **kwargs)
+
     def proxy(self, request: ApiRequest, service: str) -> HttpResponseBase:
         normalized = credentials.service_identifier(service)
         proxied = ProxyRequest(
