@@ -12,9 +12,10 @@ import time
 import pytest
 from django.test import Client
 
-from providers import outbound
+from providers import catalog, outbound
 from scripts.harness import Gunicorn, migrated_account, request, server_env
 from scripts.stand_ins import ProviderServer
+from services.broker import destination
 from tests.conftest import REDIS_URL, require_local_service
 from tests.support import assert_problem, creds, marked
 
@@ -185,6 +186,23 @@ class TestAddresses:
         token = agent_token(alice_api, "bot")
         monkeypatch.setattr(outbound, "resolver", lambda host, port: ["64:ff9b::a9fe:a9fe"])
         assert_problem(call(token, "GET", "/user"), 502, "upstream_unavailable")
+
+
+class TestHasDestination:
+    """Whether brokered calls to a provider can go anywhere before a set is read (the MCP
+    server's `list_services` says `not_proxyable` where they cannot)."""
+
+    @pytest.mark.parametrize(
+        ("provider", "reachable"),
+        [("github", True), ("salesforce", True), ("shopify", False), ("zendesk", False)],
+    )
+    def test_the_catalogs(self, provider, reachable, settings):
+        settings.CREDVAULT_PROVIDER_BASE_URLS = "{}"
+        assert destination.has_destination(catalog.get(provider)) is reachable
+
+    def test_an_operators_address(self, settings):
+        settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"shopify": "https://shop.example"})
+        assert destination.has_destination(catalog.get("shopify")) is True
 
 
 def test_calls_in_flight_are_capped_per_token_across_workers(tmp_path):

@@ -21,6 +21,12 @@ def destination_for(
     return destination
 
 
+def has_destination(provider: catalog.Provider) -> bool:
+    """Whether brokered calls to `provider` have somewhere to go before any set is read: the
+    server's or the catalog's address, or the connection's own API host (its set holds it)."""
+    return provider.api_host is not None or verification.destination_for(provider) is not None
+
+
 def placed_credential(
     provider: catalog.Provider, fields: Mapping[str, placement.Revealable]
 ) -> placement.Placement:

@@ -31,9 +31,10 @@ from urllib.parse import quote, urlencode
 from django.conf import settings
 from django.db import DatabaseError
 
-from providers import catalog, verification
+from providers import catalog
 from services import audit
 from services.audit import Actor, Operation
+from services.broker import destination
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
 from services.broker.paths import MAX_PATH_LENGTH
@@ -81,7 +82,7 @@ def _why_not_callable(provider: catalog.Provider | None, status: str) -> str | N
         return "reauthorization_required"
     if provider is None:
         return "not_proxyable"  # a custom service: no API address in the catalog
-    if verification.destination_for(provider) is None and provider.api_host is None:
+    if not destination.has_destination(provider):
         return "not_proxyable"  # a per-customer host the operator has not set
     return None
 
