@@ -25,10 +25,11 @@ from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AuditedAPIView, logger
 from services.api.context import ApiRequest
 from services.api.errors import safe_methods_only
+from services.api.parsing import body_at_most
 from services.api.throttling import ProxyRateThrottle
 from services.api.wsgi import MCP_MAX_BODY, MCP_PATH, PROXY_PATH_PREFIX
 from services.audit import Operation
-from services.exceptions import Forbidden, PayloadTooLarge
+from services.exceptions import Forbidden
 from services.mcp import protocol
 from services.mcp.tools import VIA
 
@@ -70,11 +71,7 @@ class McpView(AuditedAPIView):
         super().initial(request, *args, **kwargs)
 
     def post(self, request: ApiRequest) -> HttpResponseBase:
-        declared = request.META.get("CONTENT_LENGTH") or "0"
-        if (declared.isdigit() and int(declared) > MCP_MAX_BODY) or len(
-            request.body
-        ) > MCP_MAX_BODY:
-            raise PayloadTooLarge(f"The body is larger than {MCP_MAX_BODY} bytes.")
+        body = body_at_most(request, MCP_MAX_BODY)
         headers = {
             key[5:].replace("_", "-").lower(): value
             for key, value in request.META.items()
@@ -82,7 +79,7 @@ class McpView(AuditedAPIView):
         }
         reply = protocol.answer(
             actor=request.context.actor,
-            body=request.body,
+            body=body,
             headers=headers,
             proxy_base=public_url() + PROXY_PATH_PREFIX,
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.validators import RegexValidator
+from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.request import Request
 
@@ -105,6 +106,15 @@ def _check_media_type(content_type: str) -> None:
         name, _, value = param.strip().partition("=")
         if name.strip().lower() == "charset" and value.strip().strip('"').lower() != "utf-8":
             raise UnsupportedMediaType("Only the UTF-8 charset is accepted.")
+
+
+def body_at_most(request: HttpRequest, most: int) -> bytes:
+    """The request's body, or 413 when its declared length (checked before anything is read)
+    or the body itself is over `most` bytes."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if (declared.isdigit() and int(declared) > most) or len(request.body) > most:
+        raise PayloadTooLarge(f"The body is larger than {most} bytes.")
+    return request.body
 
 
 def read_json_body(request: Request) -> Any:

@@ -17,6 +17,7 @@ from services import credentials
 from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AuditedAPIView
 from services.api.context import ApiRequest
+from services.api.parsing import body_at_most
 from services.api.schema import path_identifier, problems
 from services.api.throttling import ProxyRateThrottle
 from services.api.wsgi import PROXY_PATH_PREFIX
@@ -28,7 +29,6 @@ from services.exceptions import (
     InvalidProxyPath,
     InvalidProxyRequest,
     PathNotFound,
-    PayloadTooLarge,
 )
 
 METHODS = ("get", "head", "post", "put", "patch", "delete")
@@ -66,13 +66,10 @@ def proxy_body(request: ApiRequest) -> bytes:
     """The body sent on: at most CREDVAULT_PROXY_MAX_BODY bytes, and none on GET, HEAD or
     OPTIONS, whose requests carry no body: a provider that does not read one takes it for the
     start of the next request on the connection."""
-    most = int(settings.CREDVAULT_PROXY_MAX_BODY)
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if (declared.isdigit() and int(declared) > most) or len(request.body) > most:
-        raise PayloadTooLarge(f"The body is larger than {most} bytes.")
-    if request.body and request.method in outbound.BODILESS_METHODS:
+    body = body_at_most(request, int(settings.CREDVAULT_PROXY_MAX_BODY))
+    if body and request.method in outbound.BODILESS_METHODS:
         raise InvalidProxyRequest()
-    return request.body
+    return body
 
 
 def render(answer: ProxyAnswer) -> HttpResponseBase:
