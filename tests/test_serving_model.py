@@ -11,12 +11,24 @@ import threading
 import time
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
+from django.test import Client
 
 from providers import outbound
 from scripts.harness import Gunicorn, request, server_env
 from scripts.stand_ins import ProviderServer
-from tests.support import STORE_PATH, creds, database_url, raw_store, store_body
+from services.models import Account, AuditEvent
+from services.storage.connections import give_back_connections
+from tests.support import (
+    PROXY_PREFIX,
+    STORE_PATH,
+    agent_token,
+    creds,
+    database_url,
+    put_agent,
+    raw_store,
+    store_body,
+)
 
 # How long a probe may wait for its answer. Not a speed target: the held requests below wait
 # far longer (until released), so an answer at all shows that they hold no worker.
@@ -114,3 +126,60 @@ def test_a_request_holds_no_database_connection_while_the_provider_answers(
     monkeypatch.setattr(outbound, "address_for", observed)
     assert alice_api.test("github", creds(api_key="ghp_x")).status_code == 200
     assert held_during_call == [False]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_holds_no_database_connection_object_while_it_waits_or_streams(
+    alice_api, provider_server, monkeypatch
+):
+    """Nor the closed connection's object (Django's, about 4.5 KiB): hundreds of calls waiting
+    on their providers, or streaming their answers, on one worker keep none. The stream's audit
+    event, at its end, is written through a new one."""
+    assert alice_api.store("github", creds(api_key="ghp_x")).status_code == 201
+    assert put_agent(alice_api, "bot", ["github"]).status_code == 201
+    token = agent_token(alice_api, "bot")
+    provider_server.answer(
+        200, headers={"Content-Type": "text/event-stream"}, chunks=(b"data: 1\n\n", b"data: 2\n\n")
+    )
+    during_call = []
+    exchange = outbound.address_for
+
+    def observed(*args, **kwargs):
+        during_call.append(connections.all(initialized_only=True))
+        return exchange(*args, **kwargs)
+
+    monkeypatch.setattr(outbound, "address_for", observed)
+    before = connections["default"]
+    response = Client().get(
+        f"{PROXY_PREFIX}/github/stream", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert response.streaming
+    assert during_call == [[]]
+    assert connections.all(initialized_only=True) == []  # while the body streams
+    assert b"".join(response.streaming_content) == b"data: 1\n\ndata: 2\n\n"
+    event = AuditEvent.objects.filter(action="agent.proxy").get()
+    assert (event.outcome, event.upstream_status) == ("success", 200)
+    assert connections["default"] is not before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_given_back_is_built_again_on_the_same_database():
+    Account.objects.create(name="kept")
+    before = connections["default"]
+    give_back_connections()
+    assert connections.all(initialized_only=True) == []
+    assert Account.objects.get(name="kept")  # the test database, not the configured one
+    assert connections["default"] is not before
+    assert connections["default"].settings_dict["NAME"] == before.settings_dict["NAME"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_inside_a_transaction_is_kept_with_its_object():
+    with transaction.atomic():
+        Account.objects.create(name="pending")
+        before = connections["default"]
+        give_back_connections()
+        assert connections["default"] is before
+        assert before.connection is not None
+        assert Account.objects.filter(name="pending").exists()  # the same transaction
+    assert Account.objects.filter(name="pending").exists()
