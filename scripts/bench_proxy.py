@@ -71,6 +71,8 @@ STREAM_GAP_MS = 50
 # Stamped with the upstream's time.monotonic_ns() as it writes the event.
 STREAM_EVENT = b'data: {"choices":[{"delta":{"content":"token"},"index":0}],"sent_ns":%d}\n\n'
 CONCURRENT_STREAMS = 16
+# A stream's length, from its first event to its last (s).
+STREAM_LENGTH_S = (STREAM_EVENTS - 1) * STREAM_GAP_MS / 1000
 # Streams started in a round of streams in flight: the ramp, then two streams' lengths counted.
 STREAM_STARTS = 3 * CONCURRENT_STREAMS
 STREAM_ADDED_MS = 5.0
@@ -201,7 +203,7 @@ async def _together(url: str, path: str, token: str | None) -> list[Stream]:
 async def _in_flight(url: str, path: str, token: str | None) -> list[Stream]:
     """STREAM_STARTS streams, a new one every stream's length / CONCURRENT_STREAMS, so that
     CONCURRENT_STREAMS are open at once: those started once as many were open."""
-    spacing = STREAM_EVENTS * STREAM_GAP_MS / 1000 / CONCURRENT_STREAMS
+    spacing = STREAM_LENGTH_S / CONCURRENT_STREAMS
 
     async def started_after(number: int) -> Stream:
         await asyncio.sleep(number * spacing)
