@@ -134,6 +134,9 @@ WHITENOISE_AUTOREFRESH = False
 # Raw strings here; parsed and validated by the system checks and the modules that use them.
 CREDVAULT_ENCRYPTION_KEYS = env.str("CREDVAULT_ENCRYPTION_KEYS", default="")
 CREDVAULT_PROVIDER_BASE_URLS = env.str("CREDVAULT_PROVIDER_BASE_URLS", default="{}")
+# Hosts (`host` or `host:port`, comma-separated) that a provider's host pattern or a redirect
+# credvault follows may reach although they are not public or not https.
+CREDVAULT_OUTBOUND_ALLOWED_HOSTS = env.str("CREDVAULT_OUTBOUND_ALLOWED_HOSTS", default="")
 CREDVAULT_MAX_SERVICES_PER_ACCOUNT = env.int("CREDVAULT_MAX_SERVICES_PER_ACCOUNT", default=100)
 CREDVAULT_VERIFY_TIMEOUT = env.float("CREDVAULT_VERIFY_TIMEOUT", default=5.0)
 # Brokered calls: the operator's own catalog entries (a file in the catalog's

@@ -5,10 +5,10 @@ Not public, besides what Python's `ipaddress` already counts as private, loopbac
 (169.254.169.254, the clouds' metadata address, among them), shared (100.64.0.0/10),
 multicast, unspecified or reserved: every IPv6 address that carries an IPv4 address by
 translation or tunnelling, whose real destination is that IPv4 address and which a network
-may route to its own inside: IPv4-compatible (`::a.b.c.d`) and IPv4-mapped (`::ffff:a.b.c.d`),
-NAT64 (`64:ff9b::/96`, `64:ff9b:1::/48`), 6to4 (`2002::/16`), Teredo (`2001::/32`), the
-deprecated site-local range (`fec0::/10`), and any address whose interface identifier embeds a
-non-public IPv4 address (ISATAP's `::5efe:a.b.c.d`).
+may route to its own inside: IPv4-compatible (`::a.b.c.d`), IPv4-mapped (`::ffff:a.b.c.d`)
+and IPv4-translated (`::ffff:0:a.b.c.d`), NAT64 (`64:ff9b::/96`, `64:ff9b:1::/48`), 6to4
+(`2002::/16`), Teredo (`2001::/32`), the deprecated site-local range (`fec0::/10`), and any
+address whose interface identifier embeds a non-public IPv4 address (ISATAP's `::5efe:a.b.c.d`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ NOT_PUBLIC_V6 = tuple(
     for network in (
         "::/96",  # IPv4-compatible (deprecated), :: and ::1 among them
         "::ffff:0:0/96",  # IPv4-mapped
+        "::ffff:0:0:0/96",  # IPv4-translated (SIIT, RFC 2765)
         "64:ff9b::/96",  # NAT64, well-known prefix
         "64:ff9b:1::/48",  # NAT64, local-use prefix
         "2002::/16",  # 6to4

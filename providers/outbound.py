@@ -7,7 +7,9 @@ verification check, a brokered call, an OAuth token request) goes through here.
   An address that is not public (private, loopback, link-local and so the cloud metadata
   address, shared, multicast, unspecified, reserved) is refused, unless the host comes from
   server-side configuration (`Destination.configured`: an override of
-  CREDVAULT_PROVIDER_BASE_URLS or an entry of CREDVAULT_EXTRA_CATALOG).
+  CREDVAULT_PROVIDER_BASE_URLS, an entry of CREDVAULT_EXTRA_CATALOG, or a host
+  CREDVAULT_OUTBOUND_ALLOWED_HOSTS names, which `named_destination` lets a host pattern or a
+  followed redirect reach).
 - **How.** No redirect is followed (a 3xx comes back as it is), TLS is verified against
   certifi's bundle, proxies, CA bundles and netrc from the environment are ignored, nothing is
   retried. The exchange is bounded by deadlines: a watchdog shuts its socket down when the
@@ -58,7 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import suppress
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import lru_cache, partial
 from urllib.parse import urlsplit
@@ -122,6 +124,53 @@ class Destination:
         default = 443 if self.scheme == "https" else 80
         host = f"[{self.host}]" if ":" in self.host else self.host
         return host if self.port == default else f"{host}:{self.port}"
+
+
+def parse_allowed_hosts(raw: str) -> frozenset[tuple[str, int | None]]:
+    """CREDVAULT_OUTBOUND_ALLOWED_HOSTS: comma-separated `host` (any port) or `host:port`
+    (an IPv6 address in brackets), as `(host, port or None)`. Raises ValueError naming the
+    entry that is neither."""
+    allowed = set()
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        try:
+            parts = urlsplit(f"//{entry}")
+            port = parts.port
+        except ValueError:
+            raise ValueError(f"{entry!r} is not a host or host:port") from None
+        if not parts.hostname or parts.username or parts.password or parts.path:
+            raise ValueError(f"{entry!r} is not a host or host:port")
+        allowed.add((parts.hostname.lower(), port))
+    return frozenset(allowed)
+
+
+@lru_cache(maxsize=4)
+def _allowed_hosts(raw: str) -> frozenset[tuple[str, int | None]]:
+    return parse_allowed_hosts(raw)
+
+
+def host_allowed(host: str, port: int) -> bool:
+    """Whether CREDVAULT_OUTBOUND_ALLOWED_HOSTS names `host` (with any port, or this one)."""
+    from django.conf import settings
+
+    allowed = _allowed_hosts(getattr(settings, "CREDVAULT_OUTBOUND_ALLOWED_HOSTS", ""))
+    host = host.lower()
+    return (host, None) in allowed or (host, port) in allowed
+
+
+def named_destination(url: str) -> Destination | None:
+    """Where a URL that no configuration chose may take a call (a host a catalog pattern
+    matched, a redirect credvault follows): an `https` URL, to public addresses only; or any
+    http(s) URL whose host CREDVAULT_OUTBOUND_ALLOWED_HOSTS names (an internal service, a
+    test's stand-in), which may then be private. None for any other URL."""
+    try:
+        destination = Destination.from_base_url(url, configured=False)
+    except ValueError:
+        return None
+    if host_allowed(destination.host, destination.port):
+        return replace(destination, configured=True)
+    return destination if destination.scheme == "https" else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from providers.oauth import OAuthUrlError, parse_oauth_urls
+from providers.outbound import parse_allowed_hosts
 from providers.verification import BaseUrlError, parse_base_urls
 from services.checkpoints import audit_keys
 from services.crypto import KeyRing, KeyRingError, key_ring
@@ -167,6 +168,10 @@ def check_limits(app_configs, **kwargs):
                 id="credvault.E022",
             )
         )
+    try:
+        parse_allowed_hosts(settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS)
+    except ValueError as exc:
+        errors.append(Error(f"CREDVAULT_OUTBOUND_ALLOWED_HOSTS: {exc}.", id="credvault.E023"))
     for name, unit in (
         ("CREDVAULT_PROXY_MAX_BODY", "byte"),
         ("CREDVAULT_PROXY_MAX_RESPONSE", "byte"),

@@ -161,6 +161,9 @@ class TestAddresses:
             ("2606:4700::1111", True),
             ("10.1.2.3", False),
             ("::ffff:140.82.112.5", False),  # IPv4-mapped
+            ("::ffff:0:a00:1", False),  # IPv4-translated 10.0.0.1
+            ("::ffff:0:8c52:7005", False),  # IPv4-translated, of a public address too
+            ("::ffff:0:7f00:1", False),  # IPv4-translated loopback
             ("::140.82.112.5", False),  # IPv4-compatible
             ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
             ("64:ff9b::8c52:7005", False),  # NAT64 of a public address too
@@ -186,6 +189,43 @@ class TestAddresses:
         token = agent_token(alice_api, "bot")
         monkeypatch.setattr(outbound, "resolver", lambda host, port: ["64:ff9b::a9fe:a9fe"])
         assert_problem(call(token, "GET", "/user"), 502, "upstream_unavailable")
+
+
+class TestAllowedHosts:
+    """CREDVAULT_OUTBOUND_ALLOWED_HOSTS: the hosts that a URL no configuration chose (a host a
+    pattern matched, a followed redirect) may reach although not public or not https."""
+
+    def test_entries_are_hosts_with_or_without_a_port(self):
+        parsed = outbound.parse_allowed_hosts(" Stand-In.internal ,127.0.0.1:8443,[::1]:9000,")
+        assert parsed == {("stand-in.internal", None), ("127.0.0.1", 8443), ("::1", 9000)}
+
+    @pytest.mark.parametrize("entry", ["http://x", "x:port", "user@x", "x/y", ":80"])
+    def test_anything_else_is_refused(self, entry):
+        with pytest.raises(ValueError, match="is not a host or host:port"):
+            outbound.parse_allowed_hosts(entry)
+
+    def test_an_unnamed_url_must_be_https(self, settings):
+        settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS = ""
+        assert outbound.named_destination("http://files.example.com/x") is None
+        assert outbound.named_destination("ftp://files.example.com/x") is None
+        found = outbound.named_destination("https://files.example.com/x")
+        assert (found.host, found.port, found.configured) == ("files.example.com", 443, False)
+
+    def test_a_named_host_may_be_private_and_plain_http(self, settings):
+        settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS = "127.0.0.1:8443,stand-in.internal"
+        found = outbound.named_destination("http://127.0.0.1:8443/x")
+        assert (found.scheme, found.host, found.configured) == ("http", "127.0.0.1", True)
+        assert outbound.named_destination("http://stand-in.internal:81/").configured is True
+        # Another port of a host named with one is not named.
+        assert outbound.named_destination("http://127.0.0.1:8444/x") is None
+        assert outbound.named_destination("https://127.0.0.1:8444/x").configured is False
+
+    def test_an_unnamed_private_address_is_still_refused(self, settings):
+        settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS = ""
+        found = outbound.named_destination("https://127.0.0.1:8443/x")
+        with pytest.raises(outbound.OutboundError) as refused:
+            outbound.address_for(found, seconds=1)
+        assert refused.value.kind is outbound.Failure.ADDRESS_REFUSED
 
 
 class TestHasDestination:

@@ -50,6 +50,11 @@ class TestSystemChecks:
             ({"CREDVAULT_AUDIT_KEYS": "a1:c2hvcnQ="}, "credvault.E010", "32"),
             ({"CREDVAULT_AUDIT_CHECKPOINT_SECONDS": "-1"}, "credvault.E011", "0 (every event)"),
             (
+                {"CREDVAULT_OUTBOUND_ALLOWED_HOSTS": "stand-in.internal, http://x/"},
+                "credvault.E023",
+                "'http://x/' is not a host or host:port",
+            ),
+            (
                 {"CREDVAULT_MCP_MAX_RESULT": "0"},
                 "credvault.E019",
                 "CREDVAULT_MCP_MAX_RESULT must be at least 1 byte",
