@@ -54,6 +54,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -157,6 +160,62 @@ def start_upstream() -> tuple[subprocess.Popen, str]:
             raise RuntimeError("the upstream did not start")
         time.sleep(0.05)
     return process, f"http://127.0.0.1:{port}"
+
+
+# --- the set-up -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The upstream's URL, the server's environment (a fresh SQLite database, migrated, with the
+    account `bench`, its token and its agent `bot` granted github), and the agent's token."""
+
+    env: dict[str, str]
+    upstream_url: str
+    account_token: str
+    agent: str
+
+
+@contextmanager
+def bench_setup() -> Iterator[Setup]:
+    """The upstream running and the database ready, for as long as the block runs."""
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    LOAD_SCRIPTS.mkdir(parents=True, exist_ok=True)  # wrk's scripts go there
+    upstream, upstream_url = start_upstream()
+    try:
+        env = server_env(
+            f"sqlite:///{WORK / 'proxy.sqlite3'}",
+            DJANGO_SETTINGS_MODULE="scripts.bench_settings",
+            CREDVAULT_RATE_LIMIT="100000000/min",
+            CREDVAULT_PROXY_RATE_LIMIT="100000000/min",
+            # Every call of the one agent token in flight at once: the load is the point here.
+            CREDVAULT_PROXY_MAX_CONCURRENT="100000",
+            CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": upstream_url}),
+            CREDVAULT_BENCH_UPSTREAM=upstream_url,
+        )
+        manage(env, "migrate", "--no-input", "-v", "0")
+        manage(env, "create_account", "bench")
+        account_token = manage(env, "issue_token", "bench")
+        manage(env, "create_agent", "bench", "bot", "--service", "github")
+        agent = manage(env, "issue_agent_token", "bench", "bot")
+        yield Setup(env, upstream_url, account_token, agent)
+    finally:
+        upstream.terminate()
+        upstream.wait(10)
+
+
+@contextmanager
+def serving(setup: Setup, workers: int) -> Iterator[Gunicorn]:
+    """credvault under gunicorn with `workers` workers, the account's github set stored."""
+    with Gunicorn(setup.env, workers=workers, log=WORK / "gunicorn.log") as server:
+        body = {"service": "github", "credentials": [{"keyName": "api_key", "value": "ghp_x"}]}
+        status, _, _ = request(
+            "PUT", f"{server.url}/api/v1/services/credentials", token=setup.account_token, body=body
+        )
+        if status != 201:
+            raise RuntimeError(f"storing the github set failed with {status}")
+        yield server
 
 
 # --- streams --------------------------------------------------------------------------------
@@ -385,34 +444,10 @@ def main() -> int:
         asyncio.run(_serve(args.upstream))
         return 0
 
-    shutil.rmtree(WORK, ignore_errors=True)
-    WORK.mkdir(parents=True)
-    LOAD_SCRIPTS.mkdir(parents=True, exist_ok=True)  # wrk's scripts go there
-    upstream, upstream_url = start_upstream()
-    try:
-        env = server_env(
-            f"sqlite:///{WORK / 'proxy.sqlite3'}",
-            DJANGO_SETTINGS_MODULE="scripts.bench_settings",
-            CREDVAULT_RATE_LIMIT="100000000/min",
-            CREDVAULT_PROXY_RATE_LIMIT="100000000/min",
-            # Every call of the one agent token in flight at once: the load is the point here.
-            CREDVAULT_PROXY_MAX_CONCURRENT="100000",
-            CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": upstream_url}),
-            CREDVAULT_BENCH_UPSTREAM=upstream_url,
-        )
-        manage(env, "migrate", "--no-input", "-v", "0")
-        manage(env, "create_account", "bench")
-        account_token = manage(env, "issue_token", "bench")
-        manage(env, "create_agent", "bench", "bot", "--service", "github")
-        agent = manage(env, "issue_agent_token", "bench", "bot")
+    with bench_setup() as setup:
+        agent, upstream_url = setup.agent, setup.upstream_url
         workers = production_workers()
-        with Gunicorn(env, workers=workers, log=WORK / "gunicorn.log") as server:
-            body = {"service": "github", "credentials": [{"keyName": "api_key", "value": "ghp_x"}]}
-            status, _, _ = request(
-                "PUT", f"{server.url}/api/v1/services/credentials", token=account_token, body=body
-            )
-            if status != 201:
-                raise RuntimeError(f"storing the github set failed with {status}")
+        with serving(setup, workers) as server:
             direct = Endpoint("direct", "GET", "/user")
             cases = {
                 "proxy": Endpoint("proxy", "GET", PROXY_PATH + "/user", token=agent),
@@ -441,10 +476,7 @@ def main() -> int:
                 together["proxy"].append(first_event_together(server.url, one_proxied, agent))
                 alone["direct"].append(first_event_alone(upstream_url, one_event, None))
                 alone["proxy"].append(first_event_alone(server.url, one_proxied, agent))
-        memory = memory_per_stream(env, agent)
-    finally:
-        upstream.terminate()
-        upstream.wait(10)
+        memory = memory_per_stream(setup.env, agent)
 
     print(
         f"proxy bench: {args.rounds} rounds of {args.seconds:.0f} s at {args.connections} "
