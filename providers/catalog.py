@@ -266,9 +266,6 @@ class Provider:
     # secret.
     identifiers: frozenset[str] = frozenset()
 
-    def is_secret(self, key_name: str) -> bool:
-        return key_name not in self.identifiers
-
     @property
     def per_customer(self) -> bool:
         return self.base_url is None
