@@ -54,7 +54,12 @@ PROVIDER_KEYS = {
     "api_host_patterns",
     "sensitive",
     "sensitive_none",
+    "fields",
 }
+# What a `[providers.fields]` entry may say of a keyName.
+FIELD_KEYS = {"secret"}
+# keyNames that are secrets by what they are, whatever an entry declares.
+ALWAYS_SECRET = OAUTH_MARKERS | {"client_secret", "id_token"}
 OAUTH_KEYS = {
     "authorize_url",
     "token_url",
@@ -78,7 +83,6 @@ CHECK_KEYS = {
     "content_type",
     "read_only",
     "credential_in_url",
-    "path_fields",
     "docs",
 }
 _PLACEHOLDER = re.compile(rf"\{{({KEY_NAME_PATTERN.pattern})\}}")
@@ -106,12 +110,23 @@ class Auth:
     username: str = ""
     username_value: str = ""
     password: str = ""
+    # Those of `fields` that are identifiers (Twilio's Account SID, an Atlassian e-mail
+    # address beside its API token): placed like the rest, never redacted.
+    identifiers: frozenset[str] = frozenset()
 
     @property
     def fields(self) -> tuple[str, ...]:
         if self.type == "basic":
             return tuple(f for f in (self.username, self.password) if f)
         return (self.field,)
+
+    @property
+    def credential(self) -> str:
+        """The keyName of the value that authenticates: a basic pair's password (its user
+        name when it has none), else the one field."""
+        if self.type == "basic":
+            return self.password or self.username
+        return self.field
 
 
 @dataclass(frozen=True)
@@ -146,8 +161,9 @@ class Check:
     content_type: str = "application/json"
     read_only: str = ""
     credential_in_url: bool = False
-    # keyNames whose values fill the path's placeholders: identifiers the provider's URLs
-    # carry (Twilio's Account SID), never the secret; each sent percent-encoded as one segment.
+    # The identifiers whose values fill the path's placeholders (Twilio's Account SID, which
+    # every URL of its API names): each sent percent-encoded as one segment. Not a key of the
+    # file: the placeholders of the path that name identifiers.
     path_fields: frozenset[str] = frozenset()
 
 
@@ -244,6 +260,11 @@ class Provider:
     # Added by the operator (CREDVAULT_EXTRA_CATALOG): its host comes from the server's own
     # configuration, so the outbound client may connect to a private address for it.
     operator: bool = False
+    # The keyNames declared `secret = false` in `[providers.fields]`: values that name an
+    # account or a host (Twilio's `account_sid`, Jira's `email`, Salesforce's
+    # `instance_url`), which the provider's answers and URLs carry. Every other field is a
+    # secret.
+    identifiers: frozenset[str] = frozenset()
 
     @property
     def per_customer(self) -> bool:
@@ -350,7 +371,13 @@ def _parse_condition(raw: Any, where: str) -> JsonCondition | None:
     raise _fail(where, "`check.accept_json` takes `member` with `equals` or `present = true`")
 
 
-def _parse_check(raw: Any, where: str, required: frozenset[str], known: frozenset[str]) -> Check:
+def _parse_check(
+    raw: Any,
+    where: str,
+    required: frozenset[str],
+    known: frozenset[str],
+    identifiers: frozenset[str],
+) -> Check:
     if not isinstance(raw, dict):
         raise _fail(where, "`check` must be a table")
     _only(raw, CHECK_KEYS, f"{where} check")
@@ -369,21 +396,26 @@ def _parse_check(raw: Any, where: str, required: frozenset[str], known: frozense
     for name in auth.fields:
         if name not in known:
             raise _fail(where, f"`auth` uses keyName {name!r}, which the shape does not name")
+    if auth.credential in identifiers:
+        raise _fail(
+            where, f"`auth` places identifier {auth.credential!r} as the credential: a secret"
+        )
+    auth = replace(auth, identifiers=frozenset(auth.fields) & identifiers)
     in_url = raw.get("credential_in_url", False)
     if not isinstance(in_url, bool):
         raise _fail(where, "`check.credential_in_url` must be true or false")
-    path_fields = _key_names(raw, "path_fields", where)
     placeholders = _PLACEHOLDER.findall(path)
-    identifiers = [name for name in placeholders if name in path_fields]
-    if not in_url and (auth.type == "url" or len(identifiers) < len(placeholders)):
-        raise _fail(where, "a credential in the path must be flagged with `credential_in_url`")
-    if in_url and (auth.type != "url" or placeholders != [auth.field] or path_fields):
+    path_fields = frozenset(name for name in placeholders if name in identifiers)
+    if in_url and (auth.type != "url" or placeholders != [auth.field]):
         raise _fail(where, "`credential_in_url` takes `auth.type = url` and its one placeholder")
-    if sorted(identifiers) != sorted(path_fields):
-        raise _fail(where, "each of `check.path_fields` fills exactly one placeholder of the path")
-    secrets = {auth.field, auth.password} - {""}
-    if path_fields & secrets or not path_fields <= required:
-        raise _fail(where, "`check.path_fields` names required keyNames that are not the secret")
+    if not in_url and (auth.type == "url" or not set(placeholders) <= identifiers):
+        raise _fail(
+            where,
+            "a placeholder of the path names a secret: a credential in the path must be flagged "
+            "with `credential_in_url`, an identifier declared `secret = false`",
+        )
+    if len(set(placeholders)) < len(placeholders) or not path_fields <= required:
+        raise _fail(where, "each placeholder of the path is a required identifier, named once")
     if "{" in _PLACEHOLDER.sub("", path) or "}" in _PLACEHOLDER.sub("", path):
         raise _fail(where, "`check.path` holds a malformed placeholder")
     headers = raw.get("headers", {})
@@ -416,7 +448,7 @@ def _parse_check(raw: Any, where: str, required: frozenset[str], known: frozense
     )
 
 
-def _parse_shape(raw: Any, where: str) -> Shape:
+def _parse_shape(raw: Any, where: str, identifiers: frozenset[str]) -> Shape:
     if not isinstance(raw, dict) or raw.get("key_type") not in KEY_TYPES:
         raise _fail(where, f"`key_type` must be one of {', '.join(KEY_TYPES)}")
     _only(raw, {"key_type", "required", "optional", "check"}, where)
@@ -436,7 +468,7 @@ def _parse_shape(raw: Any, where: str) -> Shape:
         raise _fail(where, f"an api_key shape may not name {OAUTH_MARKERS_TEXT}")
     check = None
     if "check" in raw:
-        check = _parse_check(raw["check"], where, required, required | optional)
+        check = _parse_check(raw["check"], where, required, required | optional, identifiers)
     return Shape(key_type, required, optional, check)
 
 
@@ -529,6 +561,29 @@ def _parse_api_host(
     return ApiHost(field, tuple(_parse_api_host_pattern(p, where) for p in patterns))
 
 
+def _parse_fields(raw: Mapping[str, Any], where: str) -> frozenset[str]:
+    """The identifiers of `[providers.fields]`: a table of keyNames, each `{ secret = false }`
+    (an identifier) or `{ secret = true }` (a secret, the default)."""
+    fields = raw.get("fields", {})
+    if not isinstance(fields, dict):
+        raise _fail(where, "`fields` must be a table of keyNames")
+    identifiers = set()
+    for name, declared in fields.items():
+        if not KEY_NAME_PATTERN.fullmatch(name):
+            raise _fail(where, f"`fields` holds {name!r}, which is not a keyName")
+        if not isinstance(declared, dict):
+            raise _fail(where, f"`fields.{name}` must be a table: {{ secret = false }}")
+        _only(declared, FIELD_KEYS, f"{where} fields.{name}")
+        secret = declared.get("secret")
+        if not isinstance(secret, bool):
+            raise _fail(where, f"`fields.{name}.secret` must be true or false")
+        if not secret:
+            if name in ALWAYS_SECRET:
+                raise _fail(where, f"`fields.{name}` is a secret by its nature")
+            identifiers.add(name)
+    return frozenset(identifiers)
+
+
 def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provider:
     where = f"providers[{position}]"
     if not isinstance(raw, dict):
@@ -557,10 +612,14 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
     raw_shapes = raw.get("shapes")
     if not isinstance(raw_shapes, list) or not raw_shapes:
         raise _fail(where, "`shapes` must list at least one credential shape")
+    identifiers = _parse_fields(raw, where)
     shapes = tuple(
-        _parse_shape(raw_shape, f"{where} shapes[{index}]")
+        _parse_shape(raw_shape, f"{where} shapes[{index}]", identifiers)
         for index, raw_shape in enumerate(raw_shapes)
     )
+    unnamed = set(raw.get("fields", {})) - {name for shape in shapes for name in shape.known}
+    if unnamed:
+        raise _fail(where, f"`fields` declares {min(unnamed)!r}, a keyName no shape names")
     oauth = _parse_oauth(raw["oauth"], where) if "oauth" in raw else None
     if oauth is not None and not any(shape.key_type == OAUTH for shape in shapes):
         raise _fail(where, "an `oauth` block needs an oauth shape to store its sets")
@@ -581,6 +640,7 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
         api_host=api_host,
         sensitive=sensitive,
         sensitive_none=sensitive_none,
+        identifiers=identifiers,
     )
 
 

@@ -1,7 +1,9 @@
 """Where a credential travels in a request to its provider, as the catalog's `auth` says
 (bearer, a named header with a prefix, basic, or in the URL's path): one definition for the
-verification check and the brokered call, with every value it injects, so that an answer
-that echoes one, in any form, can be redacted (services/broker/redaction.py)."""
+verification check and the brokered call, with every secret value it injects, so that an
+answer that echoes one, in any form, can be redacted (services/broker/redaction.py). An
+identifier it places (the catalog's `secret = false`: Twilio's Account SID as the user name of
+a Basic pair) is not among them: the answers that name it reach the agent intact."""
 
 from __future__ import annotations
 
@@ -33,8 +35,9 @@ def header_safe(value: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Placement:
     """The credential's headers, the path segment that carries it (URL placement only), the
-    names of the headers it uses (lower case), and every value it injects (`sent`: each
-    credential value, and a basic-auth pair as `user:password`, longest first)."""
+    names of the headers it uses (lower case), and every secret it injects, longest first
+    (`sent`: each secret value, and a basic-auth pair as `user:password`, which always holds
+    one; never an identifier on its own)."""
 
     headers: Mapping[str, str]
     path_prefix: str
@@ -65,7 +68,8 @@ def place(auth: Auth, path: str, fields: Mapping[str, Revealable]) -> Placement:
         password = fields[auth.password].reveal() if auth.password in fields else ""
         pair = f"{username}:{password}"
         headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
-        sent += [pair, *(fields[name].reveal() for name in auth.fields)]
+        secrets = (name for name in auth.fields if name not in auth.identifiers)
+        sent += [pair, *(fields[name].reveal() for name in secrets)]
     elif auth.type == "url":
         value = header_safe(fields[auth.field].reveal())
         placeholder = "{" + auth.field + "}"

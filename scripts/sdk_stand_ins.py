@@ -1,4 +1,4 @@
-"""Stand-ins of the providers whose own SDKs tests/test_sdks.py drives through credvault: each
+"""Stand-ins of the providers whose own SDKs tests/test_sdk*.py drive through credvault: each
 is a real HTTP server on 127.0.0.1, in a thread of the process that starts it, that answers the
 calls the tests make as the provider documents them (its paths, JSON shapes, headers and
 Server-Sent Events framing), records every request it receives exactly as it came (`requests`),
@@ -11,6 +11,8 @@ with the provider's own refusal.
 - `StripeStandIn`: `GET /v1/customers`, by pages (`limit`, `starting_after`, `has_more`).
 - `GitHubRestStandIn`: `GET /user`, `GET /user/repos` by pages (a `Link` header to its own host).
 - `GitLabStandIn`: `GET /api/v4/projects/:id`, the id a number or a URL-encoded path.
+- `TwilioStandIn`: `GET /2010-04-01/Accounts/{sid}/Messages.json`, by pages (`next_page_uri`).
+- `JiraStandIn`: `GET /rest/api/{2,3}/myself`, `GET /rest/api/{2,3}/issue/{key}`.
 
 Each echoes the credential it was called with in one free-text member (a completion's text, a
 user's bio, a project's description...), as a careless API might, so that a test sees credvault
@@ -833,3 +835,176 @@ class GitLabStandIn(SdkStandIn):
                 "members": f"{api}/members",
             },
         }
+
+
+# --- Basic pairs that hold an identifier -------------------------------------------------------
+
+
+class _BasicPairStandIn(SdkStandIn):
+    """A provider that takes `Authorization: Basic` of an identifier (an account's id or
+    e-mail address, which its answers name) and a secret: `credential` is the secret,
+    `identifier` the user name."""
+
+    def __init__(self, identifier: str, secret: str) -> None:
+        super().__init__(secret)
+        self.identifier = identifier
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        pair = f"{self.identifier}:{self.credential}".encode()
+        return _header(headers, "Authorization") == "Basic " + base64.b64encode(pair).decode()
+
+
+class TwilioStandIn(_BasicPairStandIn):
+    """Twilio's 2010-04-01 REST API (https://www.twilio.com/docs/usage/api): Basic auth of the
+    Account SID and the auth token. `GET /2010-04-01/Accounts/{AccountSid}/Messages.json` lists
+    the account's `messages` messages newest first, `PageSize` a page (50 by default), each
+    page naming the next in `next_page_uri`, a path that names the account
+    (`/2010-04-01/Accounts/AC.../Messages.json?PageSize=2&Page=1&PageToken=PA...`, as
+    https://www.twilio.com/docs/usage/twilios-response#pagination shows), which the SDK
+    follows. A URL that names another account is 404, as Twilio answers it. The newest
+    message's body echoes the Authorization header it was sent with."""
+
+    def __init__(self, account_sid: str, auth_token: str, *, messages: int = 3) -> None:
+        super().__init__(account_sid, auth_token)
+        self.count = messages
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(
+            401,
+            {
+                "code": 20003,
+                "message": "Authenticate",
+                "more_info": "https://www.twilio.com/docs/errors/20003",
+                "status": 401,
+            },
+            {"WWW-Authenticate": 'Basic realm="Twilio API"'},
+        )
+
+    def _not_found(self, path: str) -> Answer:
+        return Answer(
+            404,
+            {
+                "code": 20404,
+                "message": f"The requested resource {path} was not found",
+                "more_info": "https://www.twilio.com/docs/errors/20404",
+                "status": 404,
+            },
+        )
+
+    def message(self, number: int, authorization: str) -> dict[str, Any]:
+        sid = f"SM{number:032x}"
+        base = f"/2010-04-01/Accounts/{self.identifier}/Messages/{sid}"
+        date = time.strftime("%a, %d %b %Y %H:%M:%S +0000", time.gmtime(CREATED - number))
+        return {
+            "account_sid": self.identifier,
+            "api_version": "2010-04-01",
+            "body": f"Sent with {authorization}" if number == self.count else f"Hello {number}",
+            "date_created": date,
+            "date_sent": date,
+            "date_updated": date,
+            "direction": "outbound-api",
+            "error_code": None,
+            "error_message": None,
+            "from": "+15005550006",
+            "messaging_service_sid": None,
+            "num_media": "0",
+            "num_segments": "1",
+            "price": "-0.00790",
+            "price_unit": "USD",
+            "sid": sid,
+            "status": "delivered",
+            "subresource_uris": {
+                "media": f"{base}/Media.json",
+                "feedback": f"{base}/Feedback.json",
+            },
+            "to": f"+1555010{number:04d}",
+            "uri": f"{base}.json",
+        }
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        parts = urlsplit(target)
+        listing = f"/2010-04-01/Accounts/{self.identifier}/Messages.json"
+        if (method, parts.path) != ("GET", listing):
+            return self._not_found(parts.path)
+        query = {name: values[0] for name, values in parse_qs(parts.query).items()}
+        size, page = int(query.get("PageSize", 50)), int(query.get("Page", 0))
+        authorization = _header(headers, "Authorization")
+        newest_first = [self.message(n, authorization) for n in range(self.count, 0, -1)]
+        messages = newest_first[page * size : (page + 1) * size]
+
+        def uri(number: int) -> str:
+            token = f"&PageToken=PASM{number * size:032x}" if number else ""
+            return f"{listing}?PageSize={size}&Page={number}{token}"
+
+        last = (page + 1) * size >= self.count
+        listed = {
+            "end": page * size + len(messages) - 1,
+            "first_page_uri": uri(0),
+            "messages": messages,
+            "next_page_uri": None if last else uri(page + 1),
+            "page": page,
+            "page_size": size,
+            "previous_page_uri": uri(page - 1) if page else None,
+            "start": page * size,
+            "uri": uri(page),
+        }
+        return Answer(200, listed, {"Twilio-Request-Id": "RQ" + "0" * 32})
+
+
+class JiraStandIn(_BasicPairStandIn):
+    """Jira Cloud's REST API, versions 2 and 3
+    (https://developer.atlassian.com/cloud/jira/platform/rest/v3/): Basic auth of the
+    account's e-mail address and an API token
+    (https://developer.atlassian.com/cloud/jira/platform/basic-auth-for-rest-apis/).
+    `GET /rest/api/{2,3}/myself` answers the user, `emailAddress` among its members;
+    `GET /rest/api/{2,3}/issue/{key}` answers issue `ISSUE_KEY`, reported by that user, whose
+    description echoes the API token it was read with."""
+
+    ISSUE_KEY = "DEMO-1"
+    ACCOUNT_ID = "5b10ac8d82e05b22cc7d4ef5"
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        message = "You are not authenticated. Authentication required to perform this operation."
+        return Answer(401, {"errorMessages": [message], "errors": {}})
+
+    def user(self, version: str) -> dict[str, Any]:
+        avatar = "https://avatar-management--avatars.us-west-2.prod.public.atl-paas.net/default"
+        return {
+            "self": f"{self.url}/rest/api/{version}/user?accountId={self.ACCOUNT_ID}",
+            "accountId": self.ACCOUNT_ID,
+            "accountType": "atlassian",
+            "emailAddress": self.identifier,
+            "avatarUrls": {size: f"{avatar}?s={size[:2]}" for size in ("48x48", "24x24")},
+            "displayName": "Mia Krystof",
+            "active": True,
+            "timeZone": "Australia/Sydney",
+            "locale": "en_US",
+            "groups": {"size": 1, "items": []},
+            "applicationRoles": {"size": 1, "items": []},
+            "expand": "groups,applicationRoles",
+        }
+
+    def issue(self, version: str) -> dict[str, Any]:
+        return {
+            "expand": "renderedFields,names,schema",
+            "id": "10002",
+            "self": f"{self.url}/rest/api/{version}/issue/10002",
+            "key": self.ISSUE_KEY,
+            "fields": {
+                "summary": "The stand-in's first issue",
+                "description": f"Filed with the API token {self.credential}",
+                "reporter": self.user(version),
+                "status": {"name": "To Do", "id": "10000"},
+                "created": "2026-11-20T10:00:00.000+0000",
+            },
+        }
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        path = urlsplit(target).path
+        for version in ("2", "3"):
+            if method == "GET" and path == f"/rest/api/{version}/myself":
+                return Answer(200, self.user(version))
+            if method == "GET" and path == f"/rest/api/{version}/issue/{self.ISSUE_KEY}":
+                return Answer(200, self.issue(version))
+        message = "Issue does not exist or you do not have permission to see it."
+        return Answer(404, {"errorMessages": [message], "errors": {}})

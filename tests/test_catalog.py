@@ -183,13 +183,20 @@ def test_the_fifteen_providers_of_contract_12_have_oauth_and_keep_its_rules():
     assert catalog()["microsoft"].oauth.pkce is True
 
 
-PATH_FIELDS_CHECK = CATALOG_ENTRY.replace(
-    'required = ["api_key"]', 'required = ["api_key", "account_id"]'
-).replace('path = "/me"', 'path = "/accounts/{account_id}/me"\npath_fields = ["account_id"]')
+PATH_FIELDS_CHECK = (
+    CATALOG_ENTRY.replace('required = ["api_key"]', 'required = ["api_key", "account_id"]')
+    .replace('path = "/me"', 'path = "/accounts/{account_id}/me"')
+    .replace(
+        "[[providers.shapes]]",
+        "[providers.fields]\naccount_id = { secret = false }\n\n[[providers.shapes]]",
+    )
+)
 
 
-def test_a_path_field_fills_its_placeholder():
-    check = parse_catalog(PATH_FIELDS_CHECK)["example"].shapes[0].check
+def test_an_identifier_fills_its_placeholder():
+    provider = parse_catalog(PATH_FIELDS_CHECK)["example"]
+    check = provider.shapes[0].check
+    assert provider.identifiers == {"account_id"}
     assert check.path_fields == {"account_id"}
     assert not check.credential_in_url
 
@@ -197,27 +204,109 @@ def test_a_path_field_fills_its_placeholder():
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        # The secret is never a path field: it would travel in the URL unflagged.
-        (('path_fields = ["account_id"]', 'path_fields = ["api_key"]'), "`credential_in_url`"),
+        # The secret never fills a placeholder: it would travel in the URL unflagged.
         (
             ('path = "/accounts/{account_id}/me"', 'path = "/accounts/{api_key}/me"'),
             "`credential_in_url`",
         ),
-        (('path = "/accounts/{account_id}/me"', 'path = "/me"'), "exactly one placeholder"),
-        (('"/accounts/{account_id}/me"', '"/a/{account_id}/{account_id}"'), "exactly one"),
+        # Nor a field that is not declared an identifier.
+        (
+            ("account_id = { secret = false }", "account_id = { secret = true }"),
+            "`credential_in_url`",
+        ),
+        (('"/accounts/{account_id}/me"', '"/a/{account_id}/{account_id}"'), "named once"),
         # An identifier the set may lack could not fill the path.
         (
-            ('required = ["api_key", "account_id"]', 'required = ["api_key"]'),
-            "`check.path_fields`",
+            (
+                'required = ["api_key", "account_id"]',
+                'required = ["api_key"]\noptional = ["account_id"]',
+            ),
+            "required identifier",
         ),
     ],
 )
-def test_an_invalid_path_field_names_entry_and_field(change, words):
+def test_an_invalid_path_placeholder_names_entry_and_field(change, words):
     old, new = change
     assert old in PATH_FIELDS_CHECK
     with pytest.raises(CatalogError) as raised:
         parse_catalog(PATH_FIELDS_CHECK.replace(old, new, 1))
+    assert "'example'" in str(raised.value)
     assert words in str(raised.value)
+
+
+def test_every_field_is_a_secret_unless_declared_an_identifier():
+    assert parse_catalog(CATALOG_ENTRY)["example"].identifiers == frozenset()
+    declared = parse_catalog(PATH_FIELDS_CHECK)["example"]
+    assert declared.identifiers == {"account_id"}
+    explicit = PATH_FIELDS_CHECK.replace(
+        "account_id = { secret = false }",
+        "account_id = { secret = false }\napi_key = { secret = true }",
+    )
+    assert parse_catalog(explicit)["example"].identifiers == {"account_id"}
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        # An unknown key stays an error: a typo would otherwise make a secret an identifier.
+        (("{ secret = false }", "{ secret = false, shown = true }"), "unknown key `shown`"),
+        (
+            ("{ secret = false }", "{ secret = 0 }"),
+            "`fields.account_id.secret` must be true or false",
+        ),
+        (("{ secret = false }", "{}"), "`fields.account_id.secret` must be true or false"),
+        (
+            ("account_id = { secret = false }", "account_id = false"),
+            "`fields.account_id` must be a table",
+        ),
+        (("account_id = {", "Account = {"), "not a keyName"),
+        (
+            ("account_id = {", "other_id = { secret = false }\naccount_id = {"),
+            "'other_id', a keyName no shape names",
+        ),
+        # The credential a check places is a secret, whatever the entry says.
+        (("account_id = {", "api_key = {"), "places identifier 'api_key' as the credential"),
+    ],
+)
+def test_an_invalid_field_declaration_names_entry_and_field(change, words):
+    old, new = change
+    assert old in PATH_FIELDS_CHECK
+    with pytest.raises(CatalogError) as raised:
+        parse_catalog(PATH_FIELDS_CHECK.replace(old, new, 1))
+    assert "'example'" in str(raised.value)
+    assert words in str(raised.value)
+
+
+def test_oauth_tokens_and_client_secrets_are_never_identifiers():
+    oauth_entry = WITH_OAUTH.replace(
+        "[[providers.shapes]]",
+        "[providers.fields]\nrefresh_token = { secret = false }\n\n[[providers.shapes]]",
+        1,
+    )
+    with pytest.raises(CatalogError) as raised:
+        parse_catalog(oauth_entry)
+    assert "`fields.refresh_token` is a secret by its nature" in str(raised.value)
+
+
+def test_a_basic_pair_may_hold_an_identifier_beside_its_secret_never_as_its_password():
+    basic = (
+        CATALOG_ENTRY.replace('required = ["api_key"]', 'required = ["email", "api_key"]')
+        .replace(
+            'auth = { type = "bearer", field = "api_key" }',
+            'auth = { type = "basic", username = "email", password = "api_key" }',
+        )
+        .replace(
+            "[[providers.shapes]]",
+            "[providers.fields]\nemail = { secret = false }\n\n[[providers.shapes]]",
+        )
+    )
+    assert parse_catalog(basic)["example"].shapes[0].check.auth.identifiers == {"email"}
+    swapped = basic.replace(
+        'username = "email", password = "api_key"', 'username = "api_key", password = "email"'
+    )
+    with pytest.raises(CatalogError) as raised:
+        parse_catalog(swapped)
+    assert "places identifier 'email' as the credential" in str(raised.value)
 
 
 def test_a_refresh_url_of_its_own_parses_and_must_be_a_fixed_https_url():
@@ -344,6 +433,20 @@ class TestProviderFacts:
         assert token.path_fields == key.path_fields == {"account_sid"}
 
     @pytest.mark.parametrize(
+        ("provider_id", "identifier"),
+        [
+            ("twilio", "account_sid"),
+            ("jira", "email"),
+            ("confluence", "email"),
+            ("bitbucket", "email"),
+            ("zendesk", "email"),
+            ("salesforce", "instance_url"),
+        ],
+    )
+    def test_names_that_answers_carry_are_identifiers(self, provider_id, identifier):
+        assert catalog()[provider_id].identifiers == {identifier}
+
+    @pytest.mark.parametrize(
         ("provider_id", "header", "value"),
         [
             ("klaviyo", "revision", "2026-10-15"),
@@ -459,6 +562,7 @@ def test_every_entry_keeps_the_catalog_rules():
             else:
                 placeholders = re.findall(r"\{([a-z_]+)\}", check.path)
                 assert sorted(placeholders) == sorted(check.path_fields), where
+                assert check.path_fields <= provider.identifiers, where
                 assert not check.path_fields & {check.auth.field, check.auth.password}, where
                 assert check.path_fields <= shape.required, where
                 assert "{" not in re.sub(r"\{[a-z_]+\}", "", check.path), where
@@ -630,3 +734,15 @@ def test_the_provider_table_of_the_docs_is_current():
         f"{PROVIDERS_DOC}'s provider table is stale: run "
         "`.venv/bin/python manage.py render_provider_table --write`"
     )
+
+
+def test_the_providers_doc_lists_every_identifier_the_catalog_declares():
+    """docs/providers.md's table of identifiers is the catalog's `secret = false` fields."""
+    document = (Path(settings.BASE_DIR) / PROVIDERS_DOC).read_text(encoding="utf-8")
+    section = document[document.index("## Secrets and identifiers") :]
+    listed = set()
+    for row in re.findall(r"^\| (`.*`) \| (`.*`) \|$", section, re.M):
+        providers, fields = (re.findall(r"`([a-z0-9_-]+)`", cell) for cell in row)
+        listed |= {(provider, field) for provider in providers for field in fields}
+    declared = {(p.id, name) for p in catalog().values() for name in p.identifiers}
+    assert listed == declared

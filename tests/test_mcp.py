@@ -410,3 +410,26 @@ def test_no_tool_list_or_result_holds_a_stored_value(alice_api, provider_server)
     for content in seen:
         assert value.encode() not in content
         assert base64.b64encode(value.encode()) not in content
+
+
+@pytest.mark.django_db
+def test_call_api_passes_an_identifier_on_and_redacts_the_secret_beside_it(
+    alice_api, provider_server
+):
+    """Twilio's Account SID, an identifier, comes back in a tool's result as the provider
+    wrote it (its `next_page_uri` still names the account); its auth token does not."""
+    sid, secret = "AC" + "1" * 32, marked("twilio")
+    stored = creds(account_sid=sid, auth_token=secret)
+    assert alice_api.store("twilio", stored).status_code == 201
+    assert put_agent(alice_api, "bot", ["twilio"], access=None).status_code == 201
+    token = agent_token(alice_api, "bot")
+    listing = f"/2010-04-01/Accounts/{sid}/Messages.json"
+    answer = {"account_sid": sid, "body": secret, "next_page_uri": f"{listing}?Page=1"}
+    provider_server.answer(200, answer, headers={"X-Account": sid, "X-Echo": secret})
+    result = tool(token, "call_api", {"service": "twilio", "method": "GET", "path": listing})
+    content = result["structuredContent"]
+    assert content["status"] == 200
+    assert json.loads(content["body"]) == {**answer, "body": "[REDACTED]"}
+    assert (content["headers"]["x-account"], content["headers"]["x-echo"]) == (sid, "[REDACTED]")
+    assert secret not in json.dumps(result)
+    assert [request.path for request in provider_server.requests] == [listing]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import secrets
 import socket
 import threading
 from datetime import timedelta
@@ -313,15 +314,19 @@ class TestTheAnswer:
         assert "Set-Cookie" not in response
         assert not response.cookies
 
-    def test_a_basic_auth_pair_echoed_in_base64_is_redacted(self, alice_api, provider_server):
-        sid, secret = marked("sid"), marked("tok")
+    def test_a_basic_auth_pair_echoed_in_base64_is_redacted_and_its_identifier_is_not(
+        self, alice_api, provider_server
+    ):
+        sid, secret = "AC" + secrets.token_hex(16), marked("tok")
         assert alice_api.store("twilio", creds(account_sid=sid, auth_token=secret)).status_code
         put_agent(alice_api, "bot", ["twilio"])
         token = agent_token(alice_api, "bot")
         pair = base64.b64encode(f"{sid}:{secret}".encode()).decode()
-        provider_server.answer(200, f"auth was Basic {pair}; sid {sid}".encode())
+        provider_server.answer(200, f"auth was Basic {pair}; sid {sid}; token {secret}".encode())
         response = call(token, "GET", "twilio", "/x")
-        assert response.content == b"auth was Basic [REDACTED]; sid [REDACTED]"
+        assert response.content == (
+            f"auth was Basic [REDACTED]; sid {sid}; token [REDACTED]".encode()
+        )
 
     def test_a_provider_silent_past_the_timeout_is_504(self, github, provider_server, settings):
         settings.CREDVAULT_PROXY_TIMEOUT = 0.5

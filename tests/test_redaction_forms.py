@@ -21,7 +21,10 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from providers.catalog import catalog
+from providers.placement import place
 from services.broker.redaction import Redaction
+from services.masking import Secret
 from tests.support import agent_token, call, creds, put_agent
 
 # A bearer token travels in a header: printable ASCII only.
@@ -210,16 +213,16 @@ def test_base64_of_a_longer_text_that_holds_the_value(github, provider_server, b
 
 @pytest.mark.django_db
 def test_a_twilio_pair_whose_token_starts_with_its_sid(alice_api, provider_server):
-    """No shorter form cuts a longer one: the token, which begins with the whole sid, is
-    redacted whole."""
-    sid = "MARKED-SECRET-sid-" + secrets.token_hex(4)
+    """No shorter text cuts a longer form: the token, which begins with the whole sid, is
+    redacted whole; the sid, an identifier, stays as it is wherever it stands alone."""
+    sid = "AC" + secrets.token_hex(16)
     secret = sid + "-and-the-rest"
     assert alice_api.store("twilio", creds(account_sid=sid, auth_token=secret)).status_code
     put_agent(alice_api, "bot", ["twilio"])
     token = agent_token(alice_api, "bot")
     text = f"token {secret} sid {sid} both {quote(secret, safe='')}{sid}"
     assert echoed_in_body(provider_server, token, "twilio", text) == (
-        b"before token [REDACTED] sid [REDACTED] both [REDACTED][REDACTED] after"
+        f"before token [REDACTED] sid {sid} both [REDACTED]{sid} after".encode()
     )
 
 
@@ -252,3 +255,59 @@ def test_each_escaped_form_is_found_wherever_its_escapes_are():
 def test_a_redaction_shows_no_value():
     value = HEADER_SAFE.format("0123abcd")
     assert value not in repr(Redaction([value]))
+
+
+IDENTIFIER = "someone+ops/é@example.com"
+
+
+@pytest.fixture(params=[1, 2], ids=["pad-2", "pad-1"])
+def jira(request, alice_api, provider_server):
+    """A jira set: basic auth with the e-mail address (an identifier) as the user name and the
+    API token (a secret) as the password."""
+    value = _value(ANY_TEXT, request.param)
+    stored = creds(email=IDENTIFIER, api_token=value)
+    assert alice_api.store("jira", stored).status_code == 201
+    assert put_agent(alice_api, "bot", ["jira"]).status_code == 201
+    return value, agent_token(alice_api, "bot"), "jira"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("form", list(FORMS))
+class TestAnIdentifierBesideASecret:
+    """Only secrets are redacted: the e-mail address placed beside the token comes back as
+    the provider wrote it, in any form; the token, and the pair that holds both, never do."""
+
+    def test_in_the_body(self, jira, provider_server, form):
+        value, token, service = jira
+        pair = f"{IDENTIFIER}:{value}"
+        text = " | ".join(FORMS[form](v) for v in (IDENTIFIER, value, pair))
+        assert echoed_in_body(provider_server, token, service, text) == (
+            f"before {FORMS[form](IDENTIFIER)} | [REDACTED] | [REDACTED] after".encode()
+        )
+
+    def test_in_a_header(self, jira, provider_server, form):
+        value, token, service = jira
+        pair = f"{IDENTIFIER}:{value}"
+        text = " | ".join(FORMS[form](v) for v in (IDENTIFIER, value, pair))
+        assert echoed_in_header(provider_server, token, service, text) == (
+            f"before {FORMS[form](IDENTIFIER)} | [REDACTED] | [REDACTED] after".encode()
+        )
+
+
+def test_the_placement_lists_the_secret_and_the_pair_never_the_identifier_alone():
+    twilio = catalog()["twilio"]
+    sid, auth_token = "AC" + "0" * 32, "a-secret"
+    fields = {"account_sid": Secret(sid), "auth_token": Secret(auth_token)}
+    check = twilio.match(fields).shape.check
+    placed = place(check.auth, check.path, fields)
+    assert placed.sent == (f"{sid}:{auth_token}", auth_token)
+    expected = base64.b64encode(f"{sid}:{auth_token}".encode()).decode()
+    assert placed.headers["Authorization"] == f"Basic {expected}"
+    # An API key's sid is a secret: only the account's sid was declared an identifier.
+    fields = {
+        "account_sid": Secret(sid),
+        "api_key_sid": Secret("SK1"),
+        "api_key_secret": Secret("k"),
+    }
+    check = twilio.match(fields).shape.check
+    assert place(check.auth, check.path, fields).sent == ("SK1:k", "SK1", "k")

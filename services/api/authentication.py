@@ -8,7 +8,8 @@ challenge. A valid token of the other kind is 403 `insufficient_scope`.
 The account API reads the token of `Authorization: Bearer` only. The agent API reads an agent
 token wherever a provider's SDK puts its key, so that the SDK works unchanged with the agent
 token in place of the key: `Authorization` with the scheme `Bearer` or `token` (any case),
-`Authorization: Basic` as the user name or the password (the other part empty or `x`), and,
+`Authorization: Basic` as the user name or the password, whatever the other part is (empty,
+`x`, Twilio's Account SID, an Atlassian e-mail address: it is dropped with the header), and,
 on a brokered call, the header that the service's credential placement uses (`x-api-key` for
 Anthropic, `PRIVATE-TOKEN` for GitLab, ...). Two different tokens in one request are 400
 `ambiguous_credentials`. The headers that carried it are noted in the request's context, so
@@ -71,18 +72,20 @@ def _header(request: Request, name: str) -> str:
     return request.META.get("HTTP_" + name.upper().replace("-", "_"), "")
 
 
-def _from_basic(credentials: bytes) -> str:
-    """The token of a Basic pair: the user name or the password, the other part empty or `x`;
-    '' otherwise."""
+# How a credvault token begins (`cva_`, `cvt_`): what tells it from the other part of a pair.
+_TOKEN_HEADS = tuple(f"{kind}_" for kind in _TOKEN_KINDS.values())
+
+
+def _from_basic(credentials: bytes) -> set[str]:
+    """The tokens of a Basic pair: its user name or its password, or both, each that begins as
+    a credvault token does; the other part, whatever it holds (an SDK's account id or e-mail
+    address beside its key, empty, `x`), is no token. Empty when neither part is one or the
+    pair does not decode."""
     try:
         user, _, password = base64.b64decode(credentials, validate=True).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError):
-        return ""
-    if password in ("", "x") and user:
-        return user
-    if user in ("", "x") and password:
-        return password
-    return ""
+        return set()
+    return {part for part in (user, password) if part.startswith(_TOKEN_HEADS)}
 
 
 def agent_token(
@@ -97,16 +100,15 @@ def agent_token(
     parts = _header(request, "Authorization").encode(HTTP_HEADER_ENCODING, "replace").split()
     scheme = parts[0].lower() if parts else b""
     if scheme in (b"bearer", b"token", b"basic"):
-        token = ""
+        tokens: set[str] = set()
         if len(parts) == 2:
             try:
-                token = _from_basic(parts[1]) if scheme == b"basic" else parts[1].decode("ascii")
+                tokens = _from_basic(parts[1]) if scheme == b"basic" else {parts[1].decode("ascii")}
             except UnicodeDecodeError:
-                token = ""
-        if token:
+                tokens = set()
+        for token in tokens:
             found.setdefault(token, set()).add("authorization")
-        else:
-            malformed = True
+        malformed = not tokens
     for name, prefix in placement_headers:
         if name.lower() == "authorization" and scheme in (b"bearer", b"token", b"basic"):
             continue  # read above, by its scheme

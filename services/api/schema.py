@@ -268,8 +268,9 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
             "bearerFormat": "cva_ followed by 46 base62 characters",
             "description": "An agent token: POST /api/v1/agents/{name}/tokens. The agent API "
             "also reads it from `Authorization: token ...`, from `Authorization: Basic` (as the "
-            "user or the password, the other part empty or `x`) and, on a brokered call, from "
-            "the header of the service's credential placement (`x-api-key`, `PRIVATE-TOKEN`), "
+            "user or the password, whatever the other part is: it is dropped) and, on a "
+            "brokered call, from the header of the service's credential placement "
+            "(`x-api-key`, `PRIVATE-TOKEN`), "
             "so that a provider's SDK works unchanged; two different tokens are 400 "
             "ambiguous_credentials.",
         }

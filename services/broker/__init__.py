@@ -1,5 +1,5 @@
 """Brokered access: an agent asks credvault to call its provider, credvault adds the credential
-on the way out, and the agent sees the provider's answer only, with every injected value
+on the way out, and the agent sees the provider's answer only, with every injected secret
 redacted from it.
 
 One module per concern, in the order a request meets them:
@@ -9,7 +9,7 @@ One module per concern, in the order a request meets them:
 - `destination`: where the call goes (the catalog and the server's configuration, or the
   connection's own API host) and where the credential is placed.
 - `headers`: which of the agent's headers reach the provider.
-- `redaction`: every injected value, in each form a provider may write it, as `[REDACTED]`.
+- `redaction`: every injected secret, in each form a provider may write it, as `[REDACTED]`.
 - `answers`: the provider's answer as the agent receives it, and the failures of the call.
 - `call`: the whole rule, from the agent's request to its audit event.
 """

@@ -1,5 +1,9 @@
-"""Redaction: every value credvault injected into a call is replaced by `[REDACTED]` in the
-answer's headers and body before it leaves, in each form a well-behaved provider writes it:
+"""Redaction: every secret credvault injected into a call is replaced by `[REDACTED]` in the
+answer's headers and body before it leaves, in each form a well-behaved provider writes it.
+The values are the placement's (providers/placement.py): each secret, and a basic-auth pair,
+which always holds one; an identifier placed beside them (Twilio's Account SID, a Jira
+account's e-mail address) is not among them, so an answer that names it is passed on intact.
+The forms:
 
 - raw, as it was sent (its UTF-8 bytes);
 - percent-encoded, with upper or lower hex, minimal or every byte (or any mix of the two);
