@@ -47,3 +47,21 @@ def test_env_example_names_the_worker_class_gunicorn_runs():
     comment = example[: example.index("WEB_CONCURRENCY=")].rsplit("\n\n", 1)[-1]
     assert f"{worker_class} workers" in comment
     assert "sync workers" not in example
+
+
+def test_every_inspector_command_in_the_docs_is_pinned_to_the_tested_major():
+    """An unpinned `npx @modelcontextprotocol/inspector` runs whatever npx has cached (a cached
+    0.15 fails against credvault); the docs pin the major that tests/test_mcp_clients.py
+    installs and drives."""
+    tested = (BASE_DIR / "tests" / "test_mcp_clients.py").read_text(encoding="utf-8")
+    major = re.search(r'"@modelcontextprotocol/inspector@\^(\d+)\.', tested).group(1)
+    documents = [BASE_DIR / "README.md", *sorted((BASE_DIR / "docs").glob("*.md"))]
+    commands = [
+        (document.name, line)
+        for document in documents
+        for line in document.read_text(encoding="utf-8").splitlines()
+        if re.search(r"\bnpx\b.*@modelcontextprotocol/inspector", line)
+    ]
+    assert commands
+    for name, line in commands:
+        assert re.search(rf"@modelcontextprotocol/inspector@{major}(\s|$)", line), (name, line)
