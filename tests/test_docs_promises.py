@@ -65,3 +65,23 @@ def test_every_inspector_command_in_the_docs_is_pinned_to_the_tested_major():
     assert commands
     for name, line in commands:
         assert re.search(rf"@modelcontextprotocol/inspector@{major}(\s|$)", line), (name, line)
+
+
+def test_security_md_names_every_make_target_that_ci_runs_with_its_duration():
+    """docs/security.md's account of `.ci/run` once said it ran four proofs, beside a CI that
+    ran the suite twice, the slow clients and the deploy checks too."""
+    ci = (BASE_DIR / ".ci" / "run").read_text(encoding="utf-8")
+    security = (BASE_DIR / "docs" / "security.md").read_text(encoding="utf-8")
+    account = re.search(r"^- `bash \.ci/run` (.*?)(?=^- |\Z)", security, re.M | re.S).group(1)
+    account = " ".join(account.split())
+    run = set(re.findall(r"^make ([\w-]+)", ci, re.M))
+    assert run == set(re.findall(r"`make ([\w-]+)`", account)) - {"bench"}
+    assert "not `make bench`" in account
+    soak = re.search(r"^make soak SOAK_SECONDS=(\d+)$", ci, re.M).group(1)
+    assert f"`make soak` for {soak} seconds" in account
+    [slow] = set(re.findall(r"^make slow-clients SLOW_SECONDS=(\d+)", ci, re.M))
+    assert f"`make slow-clients` for {slow} seconds each way" in account
+    for step in ("pytest", "makemigrations --check", "check --deploy"):
+        assert step in ci
+    assert "makemigrations --check" in account
+    assert "check --deploy" in account
