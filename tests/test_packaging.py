@@ -264,3 +264,7 @@ def test_errors_and_hints_name_credvault_manage_where_credvault_is_installed(
     bad_argument = run("issue_token", "acme", "--expires-in", "x")
     assert bad_argument.returncode == 2
     assert bad_argument.stderr.startswith("credvault-manage issue_token: error: ")
+    usage = run("issue_token", "--help")
+    assert usage.returncode == 0
+    assert usage.stdout.startswith("usage: credvault-manage issue_token ")
+    assert "TOKEN=$(credvault-manage issue_token demo)" in " ".join(usage.stdout.split())
