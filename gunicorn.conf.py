@@ -3,6 +3,7 @@ line or with GUNICORN_CMD_ARGS. WEB_CONCURRENCY sets the number of workers."""
 
 import gc
 import os
+import signal
 
 bind = os.environ.get("CREDVAULT_BIND", "127.0.0.1:8000")
 
@@ -60,4 +61,24 @@ def post_worker_init(worker) -> None:
     from services.api import serving
 
     serving.install()
+    quit_once(worker)
     gc.freeze()
+
+
+def quit_once(worker) -> None:
+    """A worker quits on the first SIGINT or SIGQUIT and ignores the next. Ctrl-C on `make run`
+    sends SIGINT to the whole process group, so each worker had it from the terminal and then
+    SIGQUIT from the master: the second quit raised SystemExit in a greenlet while the worker
+    was already exiting, and gevent printed a traceback for each worker."""
+    quit_now = worker.handle_quit
+    quitting = False
+
+    def handle_quit(sig, frame) -> None:
+        nonlocal quitting
+        if quitting:
+            return
+        quitting = True
+        quit_now(sig, frame)
+
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, handle_quit)

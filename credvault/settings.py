@@ -247,12 +247,16 @@ LOGGING = {
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
         },
     },
+    "filters": {"without_traceback": {"()": "services.logs.WithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         # credvault.access logs every request once; Django's own per-response warnings repeat it.
         "django.request": {"level": "ERROR"},
         "django.server": {"level": "ERROR"},
+        # A request whose Host is not in ALLOWED_HOSTS is answered 400 and logged in one line
+        # naming the host, without Django's traceback (the same every time).
+        "django.security.DisallowedHost": {"filters": ["without_traceback"]},
         # credvault.audit (every audit event and checkpoint as one JSON line) has no entry: it
         # reaches the root's handler at INFO, beside the access log. Add an entry for it here
         # to send it elsewhere (a file, a SIEM's handler).

@@ -1,9 +1,13 @@
 """URL wiring. Every path, unknown ones included, answers with problem details on error."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, reverse_lazy
 
 from services.api import docs, errors, health, mcp_views, oauth_views
+
+# The admin's "View site" link: credvault serves no pages at `/` (a 404), so it leads to the
+# interactive API docs.
+admin.site.site_url = reverse_lazy("api-docs")
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),

@@ -2,9 +2,9 @@
 
 Starts a stand-in of GitHub's `/user` on 127.0.0.1 (scripts/stand_ins.py, GitHubStandIn: it
 accepts one demo key and echoes the token it was called with) and a throwaway credvault under
-gunicorn (its own SQLite file under var/demo, a free loopback port), with the catalog's GitHub
-pointed at the stand-in by CREDVAULT_PROVIDER_BASE_URLS. Then it walks, printing each request
-as a curl line and each answer:
+gunicorn (its own SQLite file and log in a temporary directory, a free loopback port), with the
+catalog's GitHub pointed at the stand-in by CREDVAULT_PROVIDER_BASE_URLS. Then it walks,
+printing each request as a curl line and each answer:
 
 1. store a GitHub key (the account's token),
 2. create an agent with the default, brokered grant on `github`,
@@ -14,7 +14,11 @@ as a curl line and each answer:
 5. the audit event of that call.
 
 Tokens and the key are shown as shell variables, never their values. Exits non-zero, naming
-the step, when an answer is not the expected one or when the key or a token was printed.
+the step, when an answer is not the expected one or when the key or a token was printed, with
+the end of the server's log.
+
+It leaves nothing behind: the temporary directory goes when the demo ends, however it ends
+(an error, Ctrl-C). What earlier versions kept in var/demo is removed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from scripts.harness import (
@@ -33,7 +39,8 @@ from scripts.harness import (
 )
 from scripts.stand_ins import GitHubStandIn
 
-WORK = BASE_DIR / "var" / "demo"
+# Where earlier versions kept the demo's database and a log that grew with every run.
+EARLIER_WORK = BASE_DIR / "var" / "demo"
 
 
 class DemoFailed(Exception):
@@ -140,24 +147,37 @@ def walk(url: str, account_token: str, github_key: str) -> list[str]:
     return w.printed
 
 
+def remove_earlier_work() -> None:
+    for path in [*EARLIER_WORK.glob("demo.sqlite3*"), EARLIER_WORK / "gunicorn.log"]:
+        path.unlink(missing_ok=True)
+    if EARLIER_WORK.is_dir() and not any(EARLIER_WORK.iterdir()):
+        EARLIER_WORK.rmdir()
+
+
 def main() -> int:
-    WORK.mkdir(parents=True, exist_ok=True)
-    for path in WORK.glob("demo.sqlite3*"):
-        path.unlink()
+    remove_earlier_work()
     github_key = f"ghp_demo{secrets.token_hex(16)}"
-    with GitHubStandIn({github_key}) as github:
-        env = server_env(
-            f"sqlite:///{WORK / 'demo.sqlite3'}",
-            CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": github.url}),
-        )
-        account_token = migrated_account(env, "demo")
-        print(f"credvault: a throwaway server with the account 'demo'; GitHub: {github.url}")
-        with Gunicorn(env, workers=1, log=WORK / "gunicorn.log") as server:
-            try:
-                walk(server.url, account_token, github_key)
-            except DemoFailed as exc:
-                print(f"make demo: {exc}", file=sys.stderr)
-                return 1
+    with tempfile.TemporaryDirectory(prefix="credvault-demo-") as work:
+        log = Path(work) / "gunicorn.log"
+        try:
+            with GitHubStandIn({github_key}) as github:
+                env = server_env(
+                    f"sqlite:///{Path(work) / 'demo.sqlite3'}",
+                    CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": github.url}),
+                )
+                account_token = migrated_account(env, "demo")
+                print(
+                    f"credvault: a throwaway server with the account 'demo'; GitHub: {github.url}"
+                )
+                with Gunicorn(env, workers=1, log=log) as server:
+                    walk(server.url, account_token, github_key)
+        except (DemoFailed, RuntimeError) as exc:  # a step, or the server's start
+            print(f"make demo: {exc}", file=sys.stderr)
+            if log.exists():
+                # The log goes with the directory: its end, which says why, stays on screen.
+                print("The server's log ended with:", file=sys.stderr)
+                print("\n".join(log.read_text().splitlines()[-20:]), file=sys.stderr)
+            return 1
     return 0
 
 

@@ -114,9 +114,10 @@ def issue_token(
     return issued
 
 
-def _find_token(given: str) -> BearerToken:
+def find_token(*, prefix: str) -> BearerToken:
     """The token of this display prefix, or of this whole token (by its digest). An error
-    names the display prefix only, never more of what was given."""
+    names what was given as far as a display prefix goes (12 characters), never more of it."""
+    given = prefix
     model = AgentToken if given.startswith(f"{bearer_tokens.AGENT_KIND}_") else ApiToken
     if bearer_tokens.is_well_formed(given, given.partition("_")[0]):
         found = model.objects.filter(digest=bearer_tokens.digest(given))
@@ -124,15 +125,29 @@ def _find_token(given: str) -> BearerToken:
         found = model.objects.filter(prefix=given)
     token = found.select_related("account").first()
     if token is None:
-        shown = bearer_tokens.display_prefix(given)[: bearer_tokens.PREFIX_LENGTH]
-        raise AccountError(f"no token with prefix {shown!r}")
+        shown = given[: bearer_tokens.PREFIX_LENGTH]
+        kind, _, rest = shown.partition("_")
+        if (
+            kind in (bearer_tokens.ACCOUNT_KIND, bearer_tokens.AGENT_KIND)
+            and len(rest) == bearer_tokens.PREFIX_RANDOM_LENGTH
+        ):
+            raise AccountError(f"no token with prefix {shown!r}")
+        raise AccountError(
+            f"no token with prefix {shown!r}: a prefix is cvt_ or cva_ and 8 characters, "
+            "as list_tokens and list_agent_tokens show"
+        )
     return token
+
+
+def revoked_at(token: BearerToken) -> str:
+    return f"{token.revoked_at:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def revoke_token(*, prefix: str, staff: str = "") -> BearerToken:
     """Revoke the account token (`cvt_`) or agent token (`cva_`) with this display prefix, or
-    this whole token; effective on its next request. Audited to its account."""
-    token = _find_token(prefix)
+    this whole token; effective on its next request. Audited to its account. A token revoked
+    already is left as it was (and not audited again)."""
+    token = find_token(prefix=prefix)
     if token.revoked_at is None:
         with account_transaction(token.account_id):
             token.revoked_at = timezone.now()
@@ -143,8 +158,14 @@ def revoke_token(*, prefix: str, staff: str = "") -> BearerToken:
 
 
 def expire_token(*, prefix: str, expires_in: timedelta, staff: str = "") -> BearerToken:
-    """Make the token expire `expires_in` from now (zero: now). Audited to its account."""
-    token = _find_token(prefix)
+    """Make the token expire `expires_in` from now (zero: now). Audited to its account. A
+    revoked token is refused: it stays refused whatever its expiry, so nothing is changed."""
+    token = find_token(prefix=prefix)
+    if token.revoked_at is not None:
+        raise AccountError(
+            f"{token.prefix} of {token.account.name} was revoked at {revoked_at(token)}; "
+            "a revoked token stays refused, so its expiry is left as it was"
+        )
     with account_transaction(token.account_id):
         token.expires_at = timezone.now() + expires_in
         token.save(update_fields=["expires_at"])

@@ -10,6 +10,7 @@ from django.core.checks import Error, Tags, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
+from providers.management.base import manage_command
 from providers.oauth import OAuthUrlError, parse_oauth_urls
 from providers.outbound import parse_allowed_hosts
 from providers.verification import BaseUrlError, parse_base_urls
@@ -45,7 +46,7 @@ def check_encryption_keys(app_configs, **kwargs):
             Error(
                 f"CREDVAULT_ENCRYPTION_KEYS is invalid: {exc}.",
                 hint="Comma-separated KEYID:BASE64KEY entries, each key 32 bytes, ids unique; "
-                "`python manage.py generate_key` prints one.",
+                f"`{manage_command()} generate_key` prints one.",
                 id="credvault.E002",
             )
         ]
@@ -63,7 +64,8 @@ def check_audit_keys(app_configs, **kwargs):
                 f"CREDVAULT_AUDIT_KEYS is invalid: {exc}.",
                 hint="The keys that sign audit checkpoints, in the format of "
                 "CREDVAULT_ENCRYPTION_KEYS (the first signs, every one verifies); "
-                "`python manage.py generate_key` prints one. Keep them apart from the database.",
+                f"`{manage_command()} generate_key` prints one. Keep them apart from the "
+                "database.",
                 id="credvault.E010",
             )
         )
@@ -219,7 +221,7 @@ def check_sealed_keys(app_configs, databases=None, **kwargs):
             f"{count} {kind} value(s) are sealed with key id(s) not in "
             f"CREDVAULT_ENCRYPTION_KEYS: {', '.join(ids)}.",
             hint="Put the key(s) back in CREDVAULT_ENCRYPTION_KEYS (after the first), then run "
-            "`manage.py reencrypt` before removing them.",
+            f"`{manage_command()} reencrypt` before removing them.",
             id="credvault.E016",
         )
         for kind, (count, ids) in missing.items()

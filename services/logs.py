@@ -38,3 +38,16 @@ class RedactingFormatter(logging.Formatter):
             f"Traceback (most recent call last):\n{frames}"
             f"{exc_type.__module__}.{exc_type.__qualname__}: {message}"
         )
+
+
+class WithoutTraceback(logging.Filter):
+    """Keeps a record to its one line: for refusals of a client's request that say all there is
+    to say in their message (Django's `django.security.DisallowedHost`, a bad `Host` header
+    from a scanner or a misrouted client), where the stack is Django's own and the same
+    every time."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        return True

@@ -355,3 +355,14 @@ def test_the_grants_inline_shows_each_grants_access_methods_and_paths(staff, ali
     assert "proxy: brokered calls only" in detail
     assert "GET, POST" in detail
     assert "/repos, /user" in detail
+
+
+def test_the_view_site_link_leads_to_a_real_page(staff):
+    """Django's "View site" points at `/`, where credvault serves nothing (a 404): it leads to
+    the interactive API docs instead, on every admin page."""
+    for url in ["/admin/", *CHANGELISTS.values()]:
+        [link] = re.findall(r'<a href="([^"]*)">View site</a>', page(staff, url))
+        assert link == "/api/docs"
+    response = staff.get(link)
+    assert response.status_code == 200
+    assert b"/api/v1/schema" in response.content

@@ -75,6 +75,7 @@ BAD_INPUT = [
     ("issue_token", [], "the following arguments are required: account"),
     ("list_agent_tokens", ["nobody"], "no account named 'nobody'"),
     ("list_agent_tokens", ["acme", "bad/name"], "an agent name is"),
+    ("list_agent_tokens", ["acme", "ghost"], "no agent named 'ghost' in acme"),
     ("list_tokens", ["nobody"], "no account named 'nobody'"),
     ("reactivate_account", ["nobody"], "no account named 'nobody'"),
     ("reencrypt", ["--batch-size", "0"], "--batch-size must be at least 1"),
@@ -82,6 +83,7 @@ BAD_INPUT = [
     ("refresh_tokens", ["--ahead", "-1"], "--ahead must be 0 or more"),
     ("render_provider_table", ["--nope"], "unrecognized arguments: --nope"),
     ("revoke_token", ["cvt_nothere1"], "no token with prefix 'cvt_nothere1'"),
+    ("revoke_token", ["xyz"], "no token with prefix 'xyz': a prefix is cvt_ or cva_"),
     ("verify_audit", ["acme", "--expect", "41:9f2c"], "argument --expect: takes SEQ:DIGEST"),
     ("verify_audit", ["--expect", f"1:{'0' * 64}"], "--expect needs the account"),
     ("verify_audit", ["nobody"], "no account named 'nobody'"),
@@ -219,6 +221,8 @@ def test_a_bad_key_setting_is_one_line(database, command, setting, message):
     line = assert_one_line_refusal(manage(env, command, *VALID[command]), message)
     assert setting in line
     assert marked.split(":")[1] not in line
+    # The hint names the command as it is run here, in a checkout.
+    assert "`python manage.py generate_key` prints one" in line
 
 
 def test_several_failing_checks_share_the_one_line(database):

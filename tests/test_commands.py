@@ -131,6 +131,42 @@ class TestAccountsAndTokens:
         with pytest.raises(CommandError, match="no token with prefix"):
             run("revoke_token", "cvt_00000000")
 
+    def test_an_unknown_prefix_is_named_as_the_operator_typed_it(self, db):
+        for command in ("revoke_token", "expire_token"):
+            with pytest.raises(CommandError) as refused:
+                run(command, "xyz")
+            assert str(refused.value) == (
+                "no token with prefix 'xyz': a prefix is cvt_ or cva_ and 8 characters, "
+                "as list_tokens and list_agent_tokens show"
+            )
+
+    def test_revoking_a_revoked_token_says_so_and_changes_nothing(self, alice_api, alice):
+        prefix = alice_api.token[:12]
+        run("revoke_token", prefix)
+        token = ApiToken.objects.get(prefix=prefix)
+        events = AuditEvent.objects.count()
+        out, _ = run("revoke_token", prefix)  # no CommandError: exit status 0
+        moment = f"{token.revoked_at:%Y-%m-%d %H:%M:%S}"
+        assert out == f"{prefix} of alice was revoked already, at {moment} UTC\n"
+        assert ApiToken.objects.get(prefix=prefix).revoked_at == token.revoked_at
+        assert AuditEvent.objects.count() == events
+
+    def test_expiring_a_revoked_token_is_refused_and_changes_nothing(self, alice_api, alice):
+        prefix = alice_api.token[:12]
+        run("revoke_token", prefix)
+        token = ApiToken.objects.get(prefix=prefix)
+        events = AuditEvent.objects.count()
+        for days in ("0", "3"):
+            with pytest.raises(CommandError) as refused:
+                run("expire_token", prefix, "--in-days", days)
+            moment = f"{token.revoked_at:%Y-%m-%d %H:%M:%S}"
+            assert str(refused.value) == (
+                f"{prefix} of alice was revoked at {moment} UTC; a revoked token stays "
+                "refused, so its expiry is left as it was"
+            )
+        assert ApiToken.objects.get(prefix=prefix).expires_at == token.expires_at
+        assert AuditEvent.objects.count() == events
+
     def test_revoke_a_whole_token_by_its_digest(self, alice_api):
         out, err = run("revoke_token", alice_api.token)
         assert out.strip() == f"revoked {alice_api.token[:12]} of alice"
@@ -270,6 +306,22 @@ class TestAgentCommands:
         assert second not in out
         Agent.objects.filter(name="bot").delete()
         assert run("list_agent_tokens", "alice")[0].splitlines()[1].endswith("agent deleted")
+
+    def test_list_agent_tokens_of_an_unknown_agent_is_an_error(self, alice):
+        run("create_agent", "alice", "bot", "--service", "github")
+        with pytest.raises(CommandError) as refused:
+            run("list_agent_tokens", "alice", "ghost")
+        assert str(refused.value) == "no agent named 'ghost' in alice"
+        # An agent without a token yet lists an empty table.
+        assert run("list_agent_tokens", "alice", "bot")[0].splitlines()[1:] == []
+
+    def test_list_agent_tokens_of_a_deleted_agent_still_lists_its_tokens(self, alice):
+        run("create_agent", "alice", "bot", "--service", "github")
+        token = run("issue_agent_token", "alice", "bot")[0].strip()
+        Agent.objects.filter(name="bot").delete()
+        [line] = run("list_agent_tokens", "alice", "bot")[0].splitlines()[1:]
+        assert line.startswith(token[:12])
+        assert line.endswith("agent deleted")
 
     def test_revoke_token_revokes_agent_tokens(self, alice):
         run("create_agent", "alice", "bot", "--service", "github")

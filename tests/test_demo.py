@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -16,16 +18,33 @@ from scripts.harness import BASE_DIR
 TOKEN = re.compile(r"cv[ta]_[0-9A-Za-z]{46}")
 
 
-def test_the_demo_shows_the_call_redacted_and_audited():
+def files_under(folder: Path) -> set[Path]:
+    return {path for path in folder.rglob("*")} if folder.exists() else set()
+
+
+def test_the_demo_shows_the_call_redacted_and_audited(tmp_path):
+    # What an earlier version left behind, which the demo removes.
+    earlier = BASE_DIR / "var" / "demo"
+    earlier.mkdir(parents=True, exist_ok=True)
+    (earlier / "gunicorn.log").write_text("an earlier run's log\n")
+    (earlier / "demo.sqlite3").write_bytes(b"")
+    var_before = files_under(BASE_DIR / "var") - files_under(earlier) - {earlier}
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
     result = subprocess.run(
         [sys.executable, "-m", "scripts.demo"],
         cwd=BASE_DIR,
+        env={**os.environ, "TMPDIR": str(temporary)},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
+    # It leaves nothing behind: not its temporary directory, nothing under var/.
+    assert list(temporary.iterdir()) == []
+    assert not earlier.exists()
+    assert files_under(BASE_DIR / "var") == var_before
     out = result.stdout
     for step in range(1, 6):
         assert f"\n{step}. " in out

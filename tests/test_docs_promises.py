@@ -47,3 +47,41 @@ def test_env_example_names_the_worker_class_gunicorn_runs():
     comment = example[: example.index("WEB_CONCURRENCY=")].rsplit("\n\n", 1)[-1]
     assert f"{worker_class} workers" in comment
     assert "sync workers" not in example
+
+
+def test_every_inspector_command_in_the_docs_is_pinned_to_the_tested_major():
+    """An unpinned `npx @modelcontextprotocol/inspector` runs whatever npx has cached (a cached
+    0.15 fails against credvault); the docs pin the major that tests/test_mcp_clients.py
+    installs and drives."""
+    tested = (BASE_DIR / "tests" / "test_mcp_clients.py").read_text(encoding="utf-8")
+    major = re.search(r'"@modelcontextprotocol/inspector@\^(\d+)\.', tested).group(1)
+    documents = [BASE_DIR / "README.md", *sorted((BASE_DIR / "docs").glob("*.md"))]
+    commands = [
+        (document.name, line)
+        for document in documents
+        for line in document.read_text(encoding="utf-8").splitlines()
+        if re.search(r"\bnpx\b.*@modelcontextprotocol/inspector", line)
+    ]
+    assert commands
+    for name, line in commands:
+        assert re.search(rf"@modelcontextprotocol/inspector@{major}(\s|$)", line), (name, line)
+
+
+def test_security_md_names_every_make_target_that_ci_runs_with_its_duration():
+    """docs/security.md's account of `.ci/run` once said it ran four proofs, beside a CI that
+    ran the suite twice, the slow clients and the deploy checks too."""
+    ci = (BASE_DIR / ".ci" / "run").read_text(encoding="utf-8")
+    security = (BASE_DIR / "docs" / "security.md").read_text(encoding="utf-8")
+    account = re.search(r"^- `bash \.ci/run` (.*?)(?=^- |\Z)", security, re.M | re.S).group(1)
+    account = " ".join(account.split())
+    run = set(re.findall(r"^make ([\w-]+)", ci, re.M))
+    assert run == set(re.findall(r"`make ([\w-]+)`", account)) - {"bench"}
+    assert "not `make bench`" in account
+    soak = re.search(r"^make soak SOAK_SECONDS=(\d+)$", ci, re.M).group(1)
+    assert f"`make soak` for {soak} seconds" in account
+    [slow] = set(re.findall(r"^make slow-clients SLOW_SECONDS=(\d+)", ci, re.M))
+    assert f"`make slow-clients` for {slow} seconds each way" in account
+    for step in ("pytest", "makemigrations --check", "check --deploy"):
+        assert step in ci
+    assert "makemigrations --check" in account
+    assert "check --deploy" in account

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import os
 import runpy
+import signal
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,15 +23,25 @@ def test_a_worker_answers_its_own_errors_as_problems_and_freezes_what_it_loaded(
     assert config["worker_class"] == "gevent"
     assert config["keepalive"] == 0
     monkeypatch.setattr(util, "write_error", util.write_error)  # restored after the test
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGQUIT)}
+    quits = []
+    worker = SimpleNamespace(handle_quit=lambda sig, frame: quits.append(sig))
     gc.unfreeze()
     try:
-        config["post_worker_init"](worker=None)
+        config["post_worker_init"](worker=worker)
         assert util.write_error is serving.write_problem
         # Everything alive now, this test run's modules included, is out of the collector's
         # generations.
         assert gc.get_freeze_count() > 10_000
+        # A worker quits once: Ctrl-C's SIGINT and then the master's SIGQUIT quit it once
+        # (tests/test_make_run.py runs it).
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+        signal.getsignal(signal.SIGQUIT)(signal.SIGQUIT, None)
+        assert quits == [signal.SIGINT]
     finally:
         gc.unfreeze()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def _config(monkeypatch, *, cores: int, web_concurrency: str | None = None) -> dict:

@@ -1,16 +1,21 @@
-"""`make run`: a taken address stops it before any token or curl line is printed, and the
-curl line it prints names the address it serves at (CREDVAULT_BIND)."""
+"""`make run`: a taken address stops it before any token or curl line is printed, the
+curl line it prints names the address it serves at (CREDVAULT_BIND), and Ctrl-C stops it
+without a traceback."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import time
+import urllib.error
+import urllib.request
 
 import pytest
 
-from scripts.harness import BASE_DIR
+from scripts.harness import BASE_DIR, free_port, server_env
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
@@ -51,3 +56,48 @@ def test_the_printed_curl_line_uses_the_address_served():
 def test_make_run_sets_the_public_url_to_the_address_served():
     plan = make("-n", "run", "CREDVAULT_BIND=127.0.0.1:9123").stdout
     assert "scripts/write_env.py --follow-bind .env" in plan
+
+
+def test_ctrl_c_stops_the_server_without_a_traceback(tmp_path):
+    """Ctrl-C sends SIGINT to the terminal's whole process group: gunicorn's master and each
+    gevent worker. Each worker then had SIGINT from the terminal and SIGQUIT from the master,
+    and gevent printed the second quit's SystemExit with its traceback."""
+    bind = f"127.0.0.1:{free_port()}"
+    env = server_env(
+        f"sqlite:///{tmp_path / 'run.sqlite3'}",
+        CREDVAULT_BIND=bind,
+        WEB_CONCURRENCY="1",  # a worker that answers has installed its signal handlers
+        LOG_LEVEL="INFO",
+    )
+    # The last line of `make run`, in a process group of its own, as a terminal runs it.
+    server = subprocess.Popen(
+        [str(BASE_DIR / ".venv" / "bin" / "gunicorn"), "-c", "gunicorn.conf.py",
+         "credvault.wsgi:application"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://{bind}/healthz", timeout=1) as answer:
+                    assert answer.status == 200
+                    break
+            except (urllib.error.URLError, OSError):
+                assert server.poll() is None, server.communicate()[1]
+                time.sleep(0.1)
+        os.killpg(server.pid, signal.SIGINT)
+        _, stderr = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    assert server.returncode == 0, stderr
+    assert "Handling signal: int" in stderr
+    assert "Worker exiting" in stderr
+    assert "Shutting down: Master" in stderr
+    assert "Traceback" not in stderr
+    assert "SystemExit" not in stderr

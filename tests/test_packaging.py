@@ -233,3 +233,38 @@ assert importlib.util.find_spec("pytest") is None, "the production venv holds py
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_errors_and_hints_name_credvault_manage_where_credvault_is_installed(
+    production_venv, tmp_path
+):
+    """deploy/credvault-manage runs the venv's `django-admin`, a name the operator never
+    typed: a bad argument and a failing check's hint name `credvault-manage`, the command
+    docs/production.md has them run, never `manage.py` (which the install has not)."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DJANGO_SETTINGS_MODULE": "credvault.settings",
+        "CREDVAULT_ENV_FILE": "",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "CREDVAULT_ENCRYPTION_KEYS": "bad",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'hints.sqlite3'}",
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(production_venv / "bin" / "django-admin"), *args],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    checked = run("list_tokens")
+    assert checked.returncode == 1
+    assert "credvault.E002" in checked.stderr
+    assert "`credvault-manage generate_key` prints one" in checked.stderr
+    assert "manage.py" not in checked.stderr
+    bad_argument = run("issue_token", "acme", "--expires-in", "x")
+    assert bad_argument.returncode == 2
+    assert bad_argument.stderr.startswith("credvault-manage issue_token: error: ")
+    usage = run("issue_token", "--help")
+    assert usage.returncode == 0
+    assert usage.stdout.startswith("usage: credvault-manage issue_token ")
+    assert "TOKEN=$(credvault-manage issue_token demo)" in " ".join(usage.stdout.split())

@@ -14,6 +14,7 @@ walk's `ghp_example` (scripts/stand_ins.py); no real provider is called."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -72,6 +73,47 @@ def walk_steps(markdown: str, document: str = "README.md") -> list[Step]:
             else:
                 steps.append(Step(document, line))
     return steps
+
+
+# The lists whose samples show exactly what a reader who walked this far gets.
+SAMPLED = re.compile(r"/api/v1/(audit-events\?limit=\d+|services)\"?$")
+# What differs on each run: moments and request ids; of a token's prefix, its random part.
+VOLATILE = {"time", "connectedAt", "requestId"}
+
+
+def answer_samples(markdown: str) -> dict[str, object]:
+    """Each sampled list's curl line that ends an sh block, and the JSON sample of the block
+    right after it."""
+    blocks = re.findall(r"```(\w+)\n(.*?)```", markdown, re.S)
+    samples = {}
+    for (language, text), (next_language, sample) in itertools.pairwise(blocks):
+        lines = shell_lines(f"```{language}\n{text}```") if language == "sh" else []
+        if lines and SAMPLED.search(lines[-1]) and next_language == "json":
+            samples[lines[-1]] = json.loads(sample)
+    return samples
+
+
+def assert_the_sample_is_the_answer(sample: object, answer: object, where: str) -> None:
+    """The same members in the same order with the same values, but for what differs on each
+    run."""
+    if isinstance(sample, dict):
+        assert isinstance(answer, dict), (where, sample)
+        assert list(sample) == list(answer), (where, sample)
+        for member, shown in sample.items():
+            if member in VOLATILE:
+                assert isinstance(shown, str), (where, member)
+                assert answer[member], (where, member)
+            elif member == "tokenPrefix":
+                assert shown[:4] == answer[member][:4], (where, member)
+            else:
+                assert_the_sample_is_the_answer(shown, answer[member], where)
+    elif isinstance(sample, list):
+        assert isinstance(answer, list), (where, sample)
+        assert len(sample) == len(answer), (where, sample)
+        for shown, served in zip(sample, answer, strict=True):
+            assert_the_sample_is_the_answer(shown, served, where)
+    else:
+        assert sample == answer, (where, sample, answer)
 
 
 def the_walk() -> list[Step]:
@@ -181,6 +223,12 @@ def test_every_curl_line_answers_what_the_documents_say(server):
     variables = {"TOKEN": token}
     issued = None  # the token the latest POST .../tokens answered with
     answers = []
+    samples = {
+        (path.name, command): sample
+        for path in WALK
+        for command, sample in answer_samples(path.read_text(encoding="utf-8")).items()
+    }
+    assert len(samples) >= 3
     for step in the_walk():
         if step.export:
             assert issued, f"{step.document}: {step.command} is exported before any token"
@@ -205,6 +253,10 @@ def test_every_curl_line_answers_what_the_documents_say(server):
             assert status == step.documented, where
         if ISSUE.search(step.command):
             issued = json.loads(body)["token"]
+        if (step.document, step.command) in samples:
+            sample = samples.pop((step.document, step.command))
+            assert_the_sample_is_the_answer(sample, json.loads(body), step.command)
+    assert not samples, f"samples whose curl line the walk never ran: {list(samples)}"
     # The agent's brokered calls reached the stand-in with the stored key (it answers 200 to
     # no other), in the README and through docs/agents.md, before its access was taken away.
     brokered = [status for command, status in answers if "/agent/proxy/github/user" in command]

@@ -11,16 +11,33 @@ on standard error and a non-zero exit, never a traceback or a page of usage.
 - What a command refuses itself is a CommandError with a one-line message, which Django
   prints as `CommandError: ...` with exit status 1.
 
+Errors and hints name the command as the operator runs it (`manage_command`): `manage.py`
+in a checkout, `credvault-manage` (deploy/credvault-manage, which runs the venv's
+`django-admin`) where credvault is installed.
+
 It lives in `providers`, the app that depends on no other, so that the commands of both apps
 share it.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, NoReturn
 
 from django.core import checks
 from django.core.management.base import BaseCommand, CommandParser, SystemCheckError
+
+# A checkout holds manage.py beside the packages; an installed wheel does not.
+CHECKOUT = (Path(__file__).resolve().parents[2] / "manage.py").is_file()
+INSTALLED_COMMAND = "credvault-manage"
+
+
+def manage_command() -> str:
+    """How an operator runs a management command here, for the errors and hints that name one:
+    `python manage.py` in a checkout, else `credvault-manage`, the production wrapper (it runs
+    the venv's `django-admin`, whose name the operator never typed)."""
+    return "python manage.py" if CHECKOUT else INSTALLED_COMMAND
 
 
 def one_line(text: str) -> str:
@@ -40,6 +57,8 @@ class OneLineParser(CommandParser):
 
 class CredvaultCommand(BaseCommand):
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        if not CHECKOUT and os.path.basename(prog_name) == "django-admin":
+            prog_name = INSTALLED_COMMAND
         parser = super().create_parser(prog_name, subcommand, **kwargs)
         # Django builds a CommandParser itself, with its own options; the subclass only changes
         # how an error is printed.

@@ -10,7 +10,8 @@ from services.bearer_tokens import MAX_LIFETIME_DAYS
 class Command(CredvaultCommand):
     help = (
         "Make the account token (cvt_) or agent token (cva_) with this display prefix expire "
-        "now, or in --in-days DAYS. Recorded in its account's audit chain (actor `cli`)."
+        "now, or in --in-days DAYS. Recorded in its account's audit chain (actor `cli`). A "
+        "revoked token is refused (exit status 1): it stays refused whatever its expiry."
     )
 
     def add_arguments(self, parser) -> None:

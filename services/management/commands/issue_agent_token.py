@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
 from providers.identifiers import InvalidIdentifier, normalize_service
-from providers.management.base import CredvaultCommand
+from providers.management.base import CredvaultCommand, manage_command
 from services.accounts import AccountError, get_account, refuse_if_deactivated
 from services.agents import issue_agent_token
 from services.audit import Actor
@@ -12,7 +12,7 @@ from services.management.expiry import add_expires_in, lifetime
 class Command(CredvaultCommand):
     help = (
         "Issue a token for an agent. Prints the token alone on stdout, once: "
-        "AGENT_TOKEN=$(python manage.py issue_agent_token demo my-agent)."
+        f"AGENT_TOKEN=$({manage_command()} issue_agent_token demo my-agent)."
     )
 
     def add_arguments(self, parser) -> None:

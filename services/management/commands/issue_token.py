@@ -1,6 +1,6 @@
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand
+from providers.management.base import CredvaultCommand, manage_command
 from services.accounts import AccountError, get_account, issue_token
 from services.management.expiry import add_expires_in, lifetime
 
@@ -8,7 +8,7 @@ from services.management.expiry import add_expires_in, lifetime
 class Command(CredvaultCommand):
     help = (
         "Issue an API token for an account. Prints the token alone on stdout, once: "
-        "TOKEN=$(python manage.py issue_token demo)."
+        f"TOKEN=$({manage_command()} issue_token demo)."
     )
 
     def add_arguments(self, parser) -> None:

@@ -5,11 +5,14 @@ from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_ser
 from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
 from services.management.listing import token_status, when
-from services.models import AgentToken
+from services.models import Agent, AgentToken
 
 
 class Command(CredvaultCommand):
-    help = "List the agent tokens of an account, or of one of its agents (prefixes only)."
+    help = (
+        "List the agent tokens of an account, or of one of its agents (prefixes only); a deleted "
+        "agent's tokens are listed by its name too."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("account")
@@ -20,7 +23,12 @@ class Command(CredvaultCommand):
             owner = get_account(name=account)
             tokens = AgentToken.objects.filter(account=owner)
             if agent:
-                tokens = tokens.filter(agent_name=normalize_service(agent))
+                name = normalize_service(agent)
+                tokens = tokens.filter(agent_name=name)
+                # An agent's tokens outlive it: a name that neither an agent nor a token has
+                # is a mistake, not an empty list.
+                if not (Agent.objects.filter(account=owner, name=name).exists() or tokens.exists()):
+                    raise CommandError(f"no agent named {agent!r} in {owner.name}")
         except AccountError as exc:
             raise CommandError(str(exc)) from None
         except InvalidIdentifier:
