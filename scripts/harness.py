@@ -14,6 +14,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -112,11 +113,20 @@ def migrated_account(env: dict[str, str], name: str) -> str:
 class Gunicorn:
     """credvault under gunicorn on a free loopback port, as `make run` serves it."""
 
-    def __init__(self, env: dict[str, str], *, workers: int = 2, log: Path | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        workers: int = 2,
+        log: Path | None = None,
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
+        """`tls`: a certificate and its key, to serve https (an SDK that calls https only)."""
         self.env = env
         self.workers = workers
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log = log or BASE_DIR / "var" / f"gunicorn-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
@@ -136,6 +146,11 @@ class Gunicorn:
                 str(self.workers),
                 "--graceful-timeout",
                 "5",
+                *(
+                    ("--certfile", str(self.tls[0]), "--keyfile", str(self.tls[1]))
+                    if self.tls
+                    else ()
+                ),
                 "credvault.wsgi:application",
             ],
             cwd=BASE_DIR,
@@ -149,7 +164,10 @@ class Gunicorn:
             if self.process.poll() is not None:
                 raise RuntimeError(f"gunicorn exited early; see {self.log}")
             try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as response:
+                context = ssl.create_default_context(cafile=self.tls[0]) if self.tls else None
+                with urllib.request.urlopen(
+                    f"{self.url}/healthz", timeout=1, context=context
+                ) as response:
                     if response.status == 200 and len(self.worker_pids()) >= self.workers:
                         return self
             except (urllib.error.URLError, OSError):
