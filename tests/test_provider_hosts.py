@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 
 from providers import outbound
@@ -563,3 +566,26 @@ class TestServerSettings:
         [error] = checks.check_provider_host_patterns(None)
         assert error.id == "credvault.E024"
         assert message in error.msg
+
+
+@pytest.mark.django_db
+class TestCreateAgentCommand:
+    def test_base_narrows_each_grant(self, alice):
+        out = StringIO()
+        call_command(
+            "create_agent",
+            "alice",
+            "bot",
+            "--service",
+            "huggingface",
+            "--base",
+            "router",
+            stdout=out,
+        )
+        assert "huggingface (proxy, all methods, /, base router)" in out.getvalue()
+        assert list(Grant.objects.values_list("service", "base")) == [("huggingface", "router")]
+
+    def test_a_base_the_service_does_not_have_is_refused(self, alice):
+        with pytest.raises(CommandError, match="--base 'router' for github: The base named"):
+            call_command("create_agent", "alice", "bot", "--service", "github", "--base", "router")
+        assert not Grant.objects.exists()
