@@ -95,12 +95,16 @@ def server_env(database_url: str, **overrides: str) -> dict[str, str]:
 
 
 def every_provider_at(url: str) -> str:
-    """CREDVAULT_PROVIDER_BASE_URLS with every catalog provider pointed at `url`, a stand-in
-    on 127.0.0.1, so that a throwaway server never calls a real provider."""
+    """CREDVAULT_PROVIDER_BASE_URLS with every catalog provider, and each of its other bases
+    (`huggingface~router`), pointed at `url`, a stand-in on 127.0.0.1, so that a throwaway
+    server never calls a real provider."""
     from providers.catalog import CATALOG_PATH, parse_catalog
 
-    ids = parse_catalog(CATALOG_PATH.read_text(encoding="utf-8"))
-    return json.dumps({provider_id: url for provider_id in ids})
+    providers = parse_catalog(CATALOG_PATH.read_text(encoding="utf-8"))
+    every = {provider_id: url for provider_id in providers}
+    for provider in providers.values():
+        every.update({f"{provider.id}~{name}": url for name in provider.bases})
+    return json.dumps(every)
 
 
 def migrated_account(env: dict[str, str], name: str) -> str:

@@ -589,3 +589,34 @@ class TestCreateAgentCommand:
         with pytest.raises(CommandError, match="--base 'router' for github: The base named"):
             call_command("create_agent", "alice", "bot", "--service", "github", "--base", "router")
         assert not Grant.objects.exists()
+
+
+def _bases_of_the_catalog() -> list:
+    from providers.catalog import catalog
+
+    return [
+        pytest.param(provider, name, id=f"{provider.id}~{name}")
+        for provider in sorted(catalog().values(), key=lambda p: p.id)
+        for name in provider.bases
+    ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("provider", "name"), _bases_of_the_catalog())
+def test_every_other_base_of_the_catalog_is_proxied_with_the_sets_placement(
+    alice_api, provider_server, provider, name
+):
+    shape = next(shape for shape in provider.shapes if shape.check is not None)
+    values = {key: marked(key) for key in sorted(shape.required)}
+    assert alice_api.store(provider.id, creds(**values)).status_code == 201
+    assert put_agent(alice_api, "bot", [provider.id], access=None).status_code == 201
+    token = agent_token(alice_api, "bot")
+    assert call(token, "GET", f"{provider.id}~{name}", "/probe").status_code == 200
+    [received] = provider_server.requests
+    assert received.path == "/probe"
+    auth = shape.check.auth
+    headers = {key.lower(): value for key, value in received.headers.items()}
+    if auth.type == "header":
+        assert headers[auth.header.lower()] == auth.prefix + values[auth.field]
+    else:
+        assert headers["authorization"] == f"Bearer {values[auth.field]}"
