@@ -137,6 +137,8 @@ CREDVAULT_PROVIDER_BASE_URLS = env.str("CREDVAULT_PROVIDER_BASE_URLS", default="
 # Hosts (`host` or `host:port`, comma-separated) that a provider's host pattern or a redirect
 # credvault follows may reach although they are not public or not https.
 CREDVAULT_OUTBOUND_ALLOWED_HOSTS = env.str("CREDVAULT_OUTBOUND_ALLOWED_HOSTS", default="")
+# JSON object of provider id to a host pattern replacing the catalog's `host_pattern`.
+CREDVAULT_PROVIDER_HOST_PATTERNS = env.str("CREDVAULT_PROVIDER_HOST_PATTERNS", default="{}")
 CREDVAULT_MAX_SERVICES_PER_ACCOUNT = env.int("CREDVAULT_MAX_SERVICES_PER_ACCOUNT", default=100)
 CREDVAULT_VERIFY_TIMEOUT = env.float("CREDVAULT_VERIFY_TIMEOUT", default=5.0)
 # Brokered calls: the operator's own catalog entries (a file in the catalog's

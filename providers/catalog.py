@@ -20,6 +20,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from providers.identifiers import (
     API_KEY,
+    BASE_NAME_PATTERN,
+    BASE_NAME_RULE,
+    HOST_BASE,
     KEY_NAME_PATTERN,
     KEY_TYPES,
     OAUTH,
@@ -55,6 +58,8 @@ PROVIDER_KEYS = {
     "sensitive",
     "sensitive_none",
     "fields",
+    "bases",
+    "host_pattern",
 }
 # What a `[providers.fields]` entry may say of a keyName.
 FIELD_KEYS = {"secret"}
@@ -88,6 +93,7 @@ CHECK_KEYS = {
 _PLACEHOLDER = re.compile(rf"\{{({KEY_NAME_PATTERN.pattern})\}}")
 _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _DOMAIN = re.compile(rf"{_LABEL}(?:\.{_LABEL})+")
+_ONE_LABEL = re.compile(_LABEL)
 # A connection's API host as a set may name it: https, a DNS name, nothing else (the
 # default port at most, a trailing slash at most).
 _API_HOST_VALUE = re.compile(rf"https://({_LABEL}(?:\.{_LABEL})+)(?::443)?/?", re.IGNORECASE)
@@ -233,6 +239,83 @@ class ApiHost:
         return f"an https URL whose host matches {' or '.join(self.patterns)}"
 
 
+@dataclass(frozen=True)
+class HostPattern:
+    """The hosts a call may choose for a provider (`host_pattern`: Pinecone's per-index
+    `*.svc.*.pinecone.io`): DNS labels joined by dots, each a literal label or `*`, which
+    stands for exactly one label (letters, digits and `-`, neither first nor last), never
+    for a dot; at least one `*`, and at least two literal labels after the last one, so that
+    a pattern never spans a bare top-level domain. A host matches with the same number of
+    labels, compared without case. The calls go to `https://{host}` (port 443), or, where the
+    server's configuration gives the pattern as a URL (`http://*.svc.internal:8443`), with its
+    scheme and port."""
+
+    pattern: str
+    scheme: str = "https"
+    port: int | None = None
+
+    def matches(self, host: str) -> bool:
+        labels = host.lower().split(".")
+        wanted = self.pattern.split(".")
+        return (
+            len(host) <= 253
+            and len(labels) == len(wanted)
+            and all(
+                _ONE_LABEL.fullmatch(label) if want == "*" else label == want
+                for label, want in zip(labels, wanted, strict=True)
+            )
+        )
+
+    def url(self, host: str) -> str:
+        """The base URL of calls to `host` (a host the pattern matched)."""
+        port = f":{self.port}" if self.port is not None else ""
+        return f"{self.scheme}://{host.lower()}{port}"
+
+    @property
+    def text(self) -> str:
+        """As written: the pattern, or the configured URL form."""
+        return self.url(self.pattern) if self.scheme != "https" or self.port else self.pattern
+
+
+def parse_host_pattern(text: Any, *, url_form: bool = False) -> HostPattern:
+    """A host pattern (`HostPattern`), or ValueError saying the rule. With `url_form` (the
+    server's own configuration) it may be written as an http(s) URL with a port, no path."""
+    if not isinstance(text, str):
+        raise ValueError("a host pattern is a string")
+    scheme, port = "https", None
+    if url_form and "://" in text:
+        try:
+            parts = urlsplit(text)
+            port = parts.port
+        except ValueError:
+            raise ValueError("a host pattern's URL has a port that is not a number") from None
+        if (
+            parts.scheme not in ("http", "https")
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or "@" in parts.netloc
+        ):
+            raise ValueError("a host pattern's URL is http(s)://PATTERN[:PORT], nothing more")
+        scheme, text = parts.scheme, parts.netloc.rsplit(":", 1)[0] if port else parts.netloc
+    labels = text.split(".")
+    literal_tail = 0
+    for label in reversed(labels):
+        if label == "*":
+            break
+        literal_tail += 1
+    if (
+        "*" not in labels
+        or literal_tail < 2
+        or not all(label == "*" or _ONE_LABEL.fullmatch(label) for label in labels)
+    ):
+        raise ValueError(
+            "a host pattern is lowercase DNS labels joined by dots, each a label or `*` (one "
+            "label), with at least one `*` and two labels after the last"
+        )
+    return HostPattern(text, scheme, port)
+
+
 def _host_matches(pattern: str, host: str) -> bool:
     if pattern.startswith("*."):
         return host.endswith(pattern[1:]) and len(host) > len(pattern) - 1
@@ -265,6 +348,16 @@ class Provider:
     # `instance_url`), which the provider's answers and URLs carry. Every other field is a
     # secret.
     identifiers: frozenset[str] = frozenset()
+    # Its other API bases by name (`router`: Hugging Face's inference router), reached at
+    # `{service}~{name}/...`, and the pattern of the hosts a call may name at
+    # `{service}~host/{host}/...`.
+    bases: Mapping[str, str] = field(default_factory=dict)
+    host_pattern: HostPattern | None = None
+
+    @property
+    def base_names(self) -> tuple[str, ...]:
+        """What a call or a grant may name after `~`: each base, then `host` with a pattern."""
+        return (*self.bases, *((HOST_BASE,) if self.host_pattern is not None else ()))
 
     @property
     def per_customer(self) -> bool:
@@ -582,6 +675,18 @@ def _parse_fields(raw: Mapping[str, Any], where: str) -> frozenset[str]:
                 raise _fail(where, f"`fields.{name}` is a secret by its nature")
             identifiers.add(name)
     return frozenset(identifiers)
+def _parse_bases(raw: Mapping[str, Any], where: str) -> dict[str, str]:
+    """`[providers.bases]`: each name (not `host`, which names the host pattern's form) to a
+    fixed https URL."""
+    bases = raw.get("bases", {})
+    if not isinstance(bases, dict) or ("bases" in raw and not bases):
+        raise _fail(where, "`bases` must be a table of at least one name to a base URL")
+    for name, url in bases.items():
+        if not BASE_NAME_PATTERN.fullmatch(name) or name == HOST_BASE:
+            raise _fail(where, f"a name of `bases` has {BASE_NAME_RULE}, and is not `host`")
+        if not _fixed_https(url):
+            raise _fail(where, f"`bases.{name}` must be a fixed https URL without query")
+    return dict(bases)
 
 
 def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provider:
@@ -624,6 +729,13 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
     if oauth is not None and not any(shape.key_type == OAUTH for shape in shapes):
         raise _fail(where, "an `oauth` block needs an oauth shape to store its sets")
     api_host = _parse_api_host(raw, where, shapes)
+    bases = _parse_bases(raw, where)
+    host_pattern = None
+    if "host_pattern" in raw:
+        try:
+            host_pattern = parse_host_pattern(raw["host_pattern"])
+        except ValueError as exc:
+            raise _fail(where, f"`host_pattern`: {exc}") from None
     try:
         sensitive, sensitive_none = parse_sensitive(raw, where, operator=operator)
     except SensitiveError as exc:
@@ -641,6 +753,8 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
         sensitive=sensitive,
         sensitive_none=sensitive_none,
         identifiers=identifiers,
+        bases=bases,
+        host_pattern=host_pattern,
     )
 
 

@@ -54,3 +54,19 @@ def is_key_name(name: str) -> bool:
 def key_type_for(key_names: Iterable[str]) -> str:
     """`oauth` when the set holds an access or refresh token, otherwise `api_key`."""
     return OAUTH if OAUTH_MARKERS.intersection(key_names) else API_KEY
+
+
+# A service's other bases (providers with more than one host): the proxy reaches one at
+# `{service}~{base}/{path}`, and a host its provider's pattern matches at
+# `{service}~host/{host}/{path}`. `~` is in no service identifier, so the split is exact.
+BASE_SEPARATOR = "~"
+HOST_BASE = "host"
+BASE_NAME_PATTERN = re.compile(r"[a-z][a-z0-9-]{0,31}")
+BASE_NAME_RULE = "1 to 32 characters of a-z, 0-9 and '-', starting with a letter"
+
+
+def split_base(segment: str) -> tuple[str, str | None]:
+    """The proxy path's service segment as (service, base): `github` is ("github", None),
+    `huggingface~router` ("huggingface", "router"), `github~` ("github", "")."""
+    service, separator, base = segment.partition(BASE_SEPARATOR)
+    return service, base if separator else None

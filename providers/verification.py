@@ -24,6 +24,7 @@ from django.conf import settings
 
 from providers import catalog, outbound, placement
 from providers.catalog import Check
+from providers.identifiers import BASE_NAME_PATTERN, HOST_BASE, SERVICE_PATTERN, split_base
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,14 @@ def parse_base_urls(raw: str) -> Mapping[str, str]:
     if not isinstance(data, dict):
         raise BaseUrlError("CREDVAULT_PROVIDER_BASE_URLS must be a JSON object")
     for provider_id, url in data.items():
+        service, base = split_base(provider_id)
+        if not SERVICE_PATTERN.fullmatch(service) or not (
+            base is None or (BASE_NAME_PATTERN.fullmatch(base) and base != HOST_BASE)
+        ):
+            raise BaseUrlError(
+                f"CREDVAULT_PROVIDER_BASE_URLS[{provider_id!r}]: a key is a provider id, or a "
+                "provider id, `~` and the name of one of its bases (`huggingface~router`)"
+            )
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise BaseUrlError(
@@ -83,6 +92,53 @@ def parse_base_urls(raw: str) -> Mapping[str, str]:
                 "fragment or user info"
             )
     return dict(data)
+
+
+def unknown_bases(overrides: Mapping[str, str]) -> list[str]:
+    """The keys of CREDVAULT_PROVIDER_BASE_URLS that name a base (`huggingface~router`) that
+    the catalog does not give that provider."""
+    unknown = []
+    for key in overrides:
+        service, base = split_base(key)
+        provider = catalog.get(service)
+        if base is not None and (provider is None or base not in provider.bases):
+            unknown.append(key)
+    return unknown
+
+
+@lru_cache(maxsize=4)
+def parse_host_patterns(raw: str) -> Mapping[str, catalog.HostPattern]:
+    """Parse CREDVAULT_PROVIDER_HOST_PATTERNS: a JSON object of provider id to a host pattern
+    (catalog.HostPattern), or to the pattern as an http(s) URL with a port
+    (`http://*.svc.internal:8443`), replacing the catalog's. Raises BaseUrlError."""
+    try:
+        data = json.loads(raw or "{}")
+    except ValueError:
+        raise BaseUrlError("CREDVAULT_PROVIDER_HOST_PATTERNS is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise BaseUrlError("CREDVAULT_PROVIDER_HOST_PATTERNS must be a JSON object")
+    patterns = {}
+    for provider_id, text in data.items():
+        provider = catalog.get(provider_id)
+        if provider is None or provider.host_pattern is None:
+            raise BaseUrlError(
+                f"CREDVAULT_PROVIDER_HOST_PATTERNS[{provider_id!r}]: the catalog gives this "
+                "provider no `host_pattern` to replace"
+            )
+        try:
+            patterns[provider_id] = catalog.parse_host_pattern(text, url_form=True)
+        except ValueError as exc:
+            raise BaseUrlError(
+                f"CREDVAULT_PROVIDER_HOST_PATTERNS[{provider_id!r}]: {exc}"
+            ) from None
+    return patterns
+
+
+def host_pattern_for(provider: catalog.Provider) -> catalog.HostPattern | None:
+    """The hosts calls to `provider` may name: the server's replacement
+    (CREDVAULT_PROVIDER_HOST_PATTERNS), else the catalog's pattern, else None."""
+    configured = parse_host_patterns(getattr(settings, "CREDVAULT_PROVIDER_HOST_PATTERNS", "{}"))
+    return configured.get(provider.id, provider.host_pattern)
 
 
 def configured_base_urls() -> Mapping[str, str]:

@@ -14,6 +14,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -94,12 +95,16 @@ def server_env(database_url: str, **overrides: str) -> dict[str, str]:
 
 
 def every_provider_at(url: str) -> str:
-    """CREDVAULT_PROVIDER_BASE_URLS with every catalog provider pointed at `url`, a stand-in
-    on 127.0.0.1, so that a throwaway server never calls a real provider."""
+    """CREDVAULT_PROVIDER_BASE_URLS with every catalog provider, and each of its other bases
+    (`huggingface~router`), pointed at `url`, a stand-in on 127.0.0.1, so that a throwaway
+    server never calls a real provider."""
     from providers.catalog import CATALOG_PATH, parse_catalog
 
-    ids = parse_catalog(CATALOG_PATH.read_text(encoding="utf-8"))
-    return json.dumps({provider_id: url for provider_id in ids})
+    providers = parse_catalog(CATALOG_PATH.read_text(encoding="utf-8"))
+    every = {provider_id: url for provider_id in providers}
+    for provider in providers.values():
+        every.update({f"{provider.id}~{name}": url for name in provider.bases})
+    return json.dumps(every)
 
 
 def migrated_account(env: dict[str, str], name: str) -> str:
@@ -112,11 +117,20 @@ def migrated_account(env: dict[str, str], name: str) -> str:
 class Gunicorn:
     """credvault under gunicorn on a free loopback port, as `make run` serves it."""
 
-    def __init__(self, env: dict[str, str], *, workers: int = 2, log: Path | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        workers: int = 2,
+        log: Path | None = None,
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
+        """`tls`: a certificate and its key, to serve https (an SDK that calls https only)."""
         self.env = env
         self.workers = workers
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log = log or BASE_DIR / "var" / f"gunicorn-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
@@ -136,6 +150,11 @@ class Gunicorn:
                 str(self.workers),
                 "--graceful-timeout",
                 "5",
+                *(
+                    ("--certfile", str(self.tls[0]), "--keyfile", str(self.tls[1]))
+                    if self.tls
+                    else ()
+                ),
                 "credvault.wsgi:application",
             ],
             cwd=BASE_DIR,
@@ -149,7 +168,10 @@ class Gunicorn:
             if self.process.poll() is not None:
                 raise RuntimeError(f"gunicorn exited early; see {self.log}")
             try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as response:
+                context = ssl.create_default_context(cafile=self.tls[0]) if self.tls else None
+                with urllib.request.urlopen(
+                    f"{self.url}/healthz", timeout=1, context=context
+                ) as response:
                     if response.status == 200 and len(self.worker_pids()) >= self.workers:
                         return self
             except (urllib.error.URLError, OSError):

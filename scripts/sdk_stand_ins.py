@@ -1008,3 +1008,167 @@ class JiraStandIn(_BasicPairStandIn):
                 return Answer(200, self.issue(version))
         message = "Issue does not exist or you do not have permission to see it."
         return Answer(404, {"errorMessages": [message], "errors": {}})
+
+
+# --- Providers with more than one host -------------------------------------------------------
+# Each stands in for one host of its provider; credvault reaches the others' at the bases
+# (`huggingface~router`, `dropbox~content`) or the host pattern (`pinecone~host`) of the
+# catalog (tests/test_sdk_provider_hosts.py).
+
+
+class HuggingFaceRouterStandIn(SdkStandIn):
+    """Hugging Face's Inference Providers router (https://router.huggingface.co, documented at
+    https://huggingface.co/docs/inference-providers/tasks/chat-completion): the token as
+    `Authorization: Bearer`, `POST /v1/chat/completions` in OpenAI's shapes. The completion's
+    text echoes the token it was called with."""
+
+    MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return self._bearer(headers)
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(401, {"error": "Invalid credentials in Authorization header"})
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        if (method, urlsplit(target).path) != ("POST", "/v1/chat/completions"):
+            return Answer(404, {"error": "Not Found"})
+        model = _json_body(body).get("model") or self.MODEL
+        message = {"role": "assistant", "content": f"Hello! Called with {self.credential}."}
+        return Answer(
+            200,
+            {
+                "id": "chatcmpl-hf-standin",
+                "object": "chat.completion",
+                "created": CREATED,
+                "model": model,
+                "system_fingerprint": "fp_standin",
+                "choices": [
+                    {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17},
+            },
+            {"x-request-id": "hf-router-stand-in"},
+        )
+
+
+class PineconeIndexStandIn(SdkStandIn):
+    """One Pinecone index's data plane (its own host, `{index}-{project}.svc.{env}.pinecone.io`;
+    https://docs.pinecone.io/reference/api/2025-10/data-plane): the key as `Api-Key`,
+    `POST /vectors/upsert` (`{"upsertedCount": n}`) and `POST /query` (the stored vectors by
+    dot product, best first, `topK` of them). A match's metadata echoes the key it was
+    queried with."""
+
+    def __init__(self, credential: str) -> None:
+        super().__init__(credential)
+        self.vectors: dict[str, dict[str, Any]] = {}
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return _header(headers, "Api-Key") == self.credential
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(401, {"code": 16, "message": "Invalid API Key", "details": []})
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        path = urlsplit(target).path
+        request = _json_body(body)
+        if (method, path) == ("POST", "/vectors/upsert"):
+            for vector in request.get("vectors", []):
+                self.vectors[vector["id"]] = vector
+            return Answer(200, {"upsertedCount": len(request.get("vectors", []))})
+        if (method, path) == ("POST", "/query"):
+            wanted = request.get("vector") or []
+            scored = sorted(
+                (
+                    (sum(a * b for a, b in zip(wanted, v.get("values", []), strict=False)), v)
+                    for v in self.vectors.values()
+                ),
+                key=lambda pair: -pair[0],
+            )[: int(request.get("topK", 10))]
+            matches = [
+                {
+                    "id": vector["id"],
+                    "score": score,
+                    "values": [],
+                    "metadata": {**vector.get("metadata", {}), "key": self.credential},
+                }
+                for score, vector in scored
+            ]
+            return Answer(
+                200,
+                {
+                    "matches": matches,
+                    "namespace": request.get("namespace", ""),
+                    "usage": {"readUnits": 5},
+                },
+            )
+        return Answer(404, {"code": 5, "message": "Not Found", "details": []})
+
+
+class DropboxStandIn(SdkStandIn):
+    """One of Dropbox's API hosts (https://www.dropbox.com/developers/documentation/http/
+    documentation): the token as `Authorization: Bearer`. `host="api"` answers the RPC route
+    `POST /2/files/list_folder` (one file); `host="content"` the download route
+    `POST /2/files/download`, its argument in `Dropbox-API-Arg`, the file's metadata in
+    `Dropbox-API-Result` and its bytes as the body. Each answers only its own host's routes,
+    as Dropbox does. The file's text echoes the token it was read with."""
+
+    FILE = {
+        ".tag": "file",
+        "name": "notes.txt",
+        "id": "id:a4ayc_80_OEAAAAAAAAAXw",
+        "client_modified": "2026-01-15T10:00:00Z",
+        "server_modified": "2026-01-15T10:00:00Z",
+        "rev": "a1c10ce0dd78",
+        "size": 0,
+        "path_lower": "/notes.txt",
+        "path_display": "/notes.txt",
+        "is_downloadable": True,
+    }
+
+    def __init__(self, credential: str, *, host: str) -> None:
+        super().__init__(credential)
+        self.host = host
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return self._bearer(headers)
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(
+            401,
+            {
+                "error_summary": "invalid_access_token/...",
+                "error": {".tag": "invalid_access_token"},
+            },
+        )
+
+    def content(self) -> bytes:
+        return f"Notes, read with {self.credential}.".encode()
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        path = urlsplit(target).path
+        if self.host == "api" and (method, path) == ("POST", "/2/files/list_folder"):
+            entry = {**self.FILE, "size": len(self.content())}
+            return Answer(200, {"entries": [entry], "cursor": "AAGvE2", "has_more": False})
+        if self.host == "content" and (method, path) == ("POST", "/2/files/download"):
+            argument = json.loads(_header(headers, "Dropbox-API-Arg") or "{}")
+            if argument.get("path") != self.FILE["path_lower"]:
+                return Answer(
+                    409,
+                    {
+                        "error_summary": "path/not_found/..",
+                        "error": {".tag": "path", "path": {".tag": "not_found"}},
+                    },
+                )
+            result = {**self.FILE, "size": len(self.content())}
+            return Answer(
+                200,
+                self.content(),
+                {
+                    "Content-Type": "application/octet-stream",
+                    "Dropbox-API-Result": json.dumps(result),
+                },
+            )
+        return Answer(
+            400, b"Error in call to API function: unknown route", {"Content-Type": "text/plain"}
+        )

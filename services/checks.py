@@ -13,7 +13,12 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from providers.management.base import manage_command
 from providers.oauth import OAuthUrlError, parse_oauth_urls
 from providers.outbound import parse_allowed_hosts
-from providers.verification import BaseUrlError, parse_base_urls
+from providers.verification import (
+    BaseUrlError,
+    parse_base_urls,
+    parse_host_patterns,
+    unknown_bases,
+)
 from services.checkpoints import audit_keys
 from services.crypto import KeyRing, KeyRingError, key_ring
 from services.rates import RateError, parse_rate
@@ -82,13 +87,35 @@ def check_audit_keys(app_configs, **kwargs):
 @register()
 def check_provider_base_urls(app_configs, **kwargs):
     try:
-        parse_base_urls(settings.CREDVAULT_PROVIDER_BASE_URLS)
+        overrides = parse_base_urls(settings.CREDVAULT_PROVIDER_BASE_URLS)
+        problems = [
+            f"CREDVAULT_PROVIDER_BASE_URLS[{key!r}] names a base that the catalog does not "
+            "give this provider"
+            for key in unknown_bases(overrides)
+        ]
+    except BaseUrlError as exc:
+        problems = [str(exc)]
+    return [
+        Error(
+            f"{problem}.",
+            hint='A JSON object such as {"github": "https://github.example.com/api/v3"} '
+            '(a base: {"huggingface~router": "https://router.example.com"}).',
+            id="credvault.E003",
+        )
+        for problem in problems
+    ]
+
+
+@register()
+def check_provider_host_patterns(app_configs, **kwargs):
+    try:
+        parse_host_patterns(settings.CREDVAULT_PROVIDER_HOST_PATTERNS)
     except BaseUrlError as exc:
         return [
             Error(
                 f"{exc}.",
-                hint='A JSON object such as {"github": "https://github.example.com/api/v3"}.',
-                id="credvault.E003",
+                hint='A JSON object such as {"pinecone": "*.svc.*.pinecone.example.com"}.',
+                id="credvault.E024",
             )
         ]
     return []

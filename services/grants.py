@@ -4,7 +4,9 @@ The one owner of the grant rules: the access is `proxy` (brokered calls only, th
 `read` (the plaintext read too); the methods are some of PROXY_METHODS; each path prefix starts
 with `/`, holds no empty, `.` or `..` segment, control character, `?`, `#`, backslash or `@`,
 and is at most MAX_GRANT_PATH_CHARS long, at most MAX_GRANT_PATHS of them; an agent holds at
-most MAX_GRANTS grants, one per service. `checked_grants` enforces every rule, and
+most MAX_GRANTS grants, one per service; a grant covers every base of its service (the API
+base, the catalog's other `bases`, the hosts of its `host_pattern`), or only the one `base` it
+names, which must be one the catalog gives the service. `checked_grants` enforces every rule, and
 `services.agents.put_agent` calls it: the API's serializers (which state the same limits in
 the OpenAPI document, from these constants) and `create_agent` only translate their input.
 """
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from providers import catalog
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
 from services.models import PROXY_METHODS, WHOLE_API, Grant, GrantAccess
 
@@ -41,10 +44,13 @@ class GrantSpec:
     access: str = GrantAccess.PROXY
     methods: tuple[str, ...] = PROXY_METHODS
     paths: tuple[str, ...] = (WHOLE_API,)
+    base: str = ""  # the one base covered; "" for every base
 
     @classmethod
     def of(cls, grant: Grant) -> GrantSpec:
-        return cls(grant.service, grant.access, tuple(grant.methods), tuple(grant.paths))
+        return cls(
+            grant.service, grant.access, tuple(grant.methods), tuple(grant.paths), grant.base
+        )
 
     @classmethod
     def given(
@@ -54,6 +60,7 @@ class GrantSpec:
         access: str = GrantAccess.PROXY,
         methods: Iterable[str] = PROXY_METHODS,
         paths: Iterable[str] = (WHOLE_API,),
+        base: str = "",
     ) -> GrantSpec:
         """A grant as a client or an operator gave it, in its one form: each method once, in
         PROXY_METHODS' order, and the paths sorted, whatever order they came in. Methods
@@ -65,12 +72,33 @@ class GrantSpec:
             access=access,
             methods=tuple(known + [method for method in chosen if method not in PROXY_METHODS]),
             paths=tuple(sorted(set(paths))),
+            base=base,
         )
 
 
 def grant_errors(grant: GrantSpec, where: str = "") -> list[dict[str, str]]:
     """What breaks the grant rules in one grant, each naming its field under `where`."""
-    return option_errors(access=grant.access, methods=grant.methods, paths=grant.paths, where=where)
+    errors = option_errors(
+        access=grant.access, methods=grant.methods, paths=grant.paths, where=where
+    )
+    return errors + base_errors(service=grant.service, base=grant.base, where=where)
+
+
+def base_errors(*, service: str, base: str, where: str = "") -> list[dict[str, str]]:
+    """What breaks the rule of a grant's `base`: empty (every base), or a name after `~` in
+    the service's proxy path, which the catalog gives the service (`router`, `host`)."""
+    provider = catalog.get(service)
+    names = provider.base_names if provider is not None else ()
+    if not base or base in names:
+        return []
+    known = f"one of {', '.join(names)}" if names else "none: the service has one base"
+    return [
+        field_error(
+            f"{where}base",
+            FieldErrorCode.INVALID,
+            f"The base named is not one of the service's; its other bases are {known}.",
+        )
+    ]
 
 
 def option_errors(

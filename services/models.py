@@ -222,7 +222,8 @@ def the_whole_api() -> list[str]:
 
 class Grant(models.Model):
     """Lets an agent use the credentials of one service identifier (connected or not): through
-    brokered calls with `methods` under `paths`, and with access `read` the plaintext too."""
+    brokered calls with `methods` under `paths` (on one `base` of the service where it names
+    one, else on every base), and with access `read` the plaintext too."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="grants")
     service = models.CharField(max_length=64)
@@ -230,6 +231,12 @@ class Grant(models.Model):
     access = models.CharField(max_length=8, choices=GrantAccess.choices, default=GrantAccess.PROXY)
     methods = models.JSONField(default=every_method, help_text="HTTP methods allowed through.")
     paths = models.JSONField(default=the_whole_api, help_text="Path prefixes allowed.")
+    base = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="The one base of the service allowed (router, host); empty: every base.",
+    )
 
     class Meta:
         ordering = ["agent_id", "service"]

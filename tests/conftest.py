@@ -155,9 +155,10 @@ def provider_server(settings) -> Iterator[ProviderServer]:
     server = ProviderServer().start()
     from providers.catalog import catalog
 
-    settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps(
-        {provider_id: server.url for provider_id in catalog()}
-    )
+    urls = {provider_id: server.url for provider_id in catalog()}
+    for provider in catalog().values():  # and each other base: `huggingface~router`
+        urls.update({f"{provider.id}~{name}": server.url for name in provider.bases})
+    settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps(urls)
     yield server
     server.stop()
 

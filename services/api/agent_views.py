@@ -44,12 +44,16 @@ def agent_name(raw: str) -> str:
 
 
 def grant_body(grant: GrantSpec) -> dict:
-    return {
+    """A grant as shown; `base` only where it names one."""
+    body = {
         "service": grant.service,
         "access": str(grant.access),
         "methods": list(grant.methods),
         "paths": list(grant.paths),
     }
+    if grant.base:
+        body["base"] = grant.base
+    return body
 
 
 def agent_body(view: agents.AgentView) -> dict:
@@ -84,7 +88,8 @@ class AgentView(AccountAPIView):
         summary="Create an agent or replace its grants",
         tags=["agents"],
         description="Each grant is a service identifier (brokered access, every method, every "
-        "path) or an object with `access`, `methods` and `paths`; a service need not be "
+        "path, every base) or an object with `access`, `methods`, `paths` and `base`; a "
+        "service need not be "
         "connected yet. Removing a grant ends the agent's access to that service at once.",
         request=AgentInputSerializer,
         examples=AGENT_EXAMPLES,

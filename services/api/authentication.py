@@ -35,7 +35,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from providers import catalog
-from providers.identifiers import InvalidIdentifier, normalize_service
+from providers.identifiers import InvalidIdentifier, normalize_service, split_base
 from services import bearer_tokens
 from services.api.context import Principal
 from services.exceptions import REALM, AmbiguousCredentials, InsufficientScope
@@ -217,7 +217,7 @@ class AgentTokenAuthentication(_TokenAuthentication):
         context = request.parser_context or {}
         if not getattr(context.get("view"), "reads_placement_headers", False):
             return ()
-        service = context.get("kwargs", {}).get("service", "")
+        service, _ = split_base(context.get("kwargs", {}).get("service", ""))
         try:
             provider = catalog.get(normalize_service(service))
         except InvalidIdentifier:

@@ -1,10 +1,12 @@
 """The brokered call: `{METHOD} /api/v1/agent/proxy/{service}/{path}` with an
-agent token. A thin view: the agent's request as it came (the path still percent-encoded, the
-query untouched, the headers, the body), one call to `services.broker.call.call`, and the provider's
-answer rendered as it is."""
+agent token (`{service}~{base}/{path}` for another base of the service,
+`{service}~host/{host}/{path}` for a host of its host pattern). A thin view: the agent's
+request as it came (the path still percent-encoded, the query untouched, the headers, the
+body), one call to `services.broker.call.call`, and the provider's answer rendered as it is."""
 
 from __future__ import annotations
 
+import contextlib
 from urllib.parse import quote, unquote, urlsplit
 
 from django.conf import settings
@@ -13,6 +15,7 @@ from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from providers import outbound
+from providers.identifiers import InvalidIdentifier, normalize_service, split_base
 from services import credentials
 from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AuditedAPIView
@@ -24,10 +27,12 @@ from services.api.wsgi import PROXY_PATH_PREFIX
 from services.audit import Operation
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
+from services.broker.destination import Base, named_base
 from services.broker.paths import MAX_PATH_LENGTH
 from services.exceptions import (
     InvalidProxyPath,
     InvalidProxyRequest,
+    InvalidService,
     PathNotFound,
 )
 
@@ -47,6 +52,14 @@ def raw_path(request: ApiRequest, service: str) -> str:
     if unquote(service_raw) != service:
         raise InvalidProxyPath()  # an encoded '/' in the service's segment
     return separator + rest
+
+
+def proxy_target(request: ApiRequest, segment: str) -> tuple[str, Base, str]:
+    """The service (normalized), the base and the path below it that the proxy URL names:
+    `segment` is the service's segment of the path (`huggingface~router`), decoded."""
+    service, base = split_base(segment)
+    chosen, path = named_base(base, raw_path(request, segment))
+    return credentials.service_identifier(service), chosen, path
 
 
 def agent_headers(request: ApiRequest) -> dict[str, str]:
@@ -102,7 +115,7 @@ def _documented(method: str):
         description="credvault adds the stored credential and passes back the provider's "
         "status, headers (less Set-Cookie and hop-by-hop) and body, every injected value "
         "replaced by [REDACTED]. 400 invalid_proxy_path, or invalid_proxy_request (a body on "
-        "GET or HEAD); 403 not_granted (no grant, or the "
+        "GET or HEAD); 403 not_granted (no grant, or the base, "
         "method or path outside it); 404 service_not_connected; 409 not_proxyable (no API "
         "address or credential placement for the service); 413 over "
         "CREDVAULT_PROXY_MAX_BODY; 502 upstream_unavailable, upstream_too_large or "
@@ -116,12 +129,21 @@ def _documented(method: str):
             **problems(400, 404, 409, 413, 502, 504),
         },
         parameters=[
-            path_identifier("service", "A granted service.", "github"),
+            path_identifier(
+                "service",
+                "A granted service; `{service}~{base}` for another base of a provider with "
+                "more than one host (`huggingface~router`), `{service}~host` for a host of its "
+                "host pattern, which is then the path's first segment (a DNS name the pattern "
+                "matches; else 400 invalid_proxy_path, as for a base the catalog does not give "
+                "the service). The part before `~`:",
+                "github",
+            ),
             OpenApiParameter(
                 "path",
                 str,
                 OpenApiParameter.PATH,
-                description="The provider's path below its API base; may be empty.",
+                description="The provider's path below its API base (or the named base; after "
+                "`~host`, the host, then the path below it); may be empty.",
                 allow_blank=True,
             ),
         ],
@@ -142,9 +164,14 @@ class ProxyView(AuditedAPIView):
         # The method and path go into the event of every refusal, a revoked token's included.
         context = request.context
         context.method = request.method
+        # The service of a segment that names a base too (`huggingface~router`), which the
+        # base class's reading of the path does not split.
+        with contextlib.suppress(InvalidIdentifier):
+            context.service = normalize_service(split_base(kwargs["service"])[0])
         try:
-            context.path = raw_path(request, kwargs["service"])[:MAX_PATH_LENGTH] or "/"
-        except InvalidProxyPath:
+            _, base, path = proxy_target(request, kwargs["service"])
+            context.path = (base.spelling + (path or "/"))[:MAX_PATH_LENGTH]
+        except (InvalidProxyPath, InvalidService):
             context.path = "/"
         super().initial(request, *args, **kwargs)
 
@@ -156,14 +183,15 @@ class ProxyView(AuditedAPIView):
         return super().finalize_response(request, response, *args, **kwargs)
 
     def proxy(self, request: ApiRequest, service: str) -> HttpResponseBase:
-        normalized = credentials.service_identifier(service)
+        normalized, base, path = proxy_target(request, service)
         proxied = ProxyRequest(
             method=request.method,
-            raw_path=raw_path(request, service),
+            raw_path=path,
             query=request.META.get("QUERY_STRING", ""),
             headers=agent_headers(request),
             body=proxy_body(request),
-            proxy_url=request.build_absolute_uri(PROXY_PATH_PREFIX + normalized),
+            proxy_url=request.build_absolute_uri(PROXY_PATH_PREFIX + normalized + base.spelling),
+            base=base,
         )
         return render(call(actor=request.context.actor, service=normalized, request=proxied))
 

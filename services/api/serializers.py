@@ -207,6 +207,12 @@ class GrantSerializer(serializers.Serializer):
     paths = serializers.ListField(
         child=serializers.CharField(), help_text="Path prefixes allowed through the proxy."
     )
+    base = serializers.CharField(
+        required=False,
+        help_text="The one base of the service the grant covers (`router`: "
+        "`/proxy/huggingface~router/...`; `host`: `/proxy/pinecone~host/{host}/...`); absent "
+        "when it covers every base.",
+    )
 
 
 class GrantInputSerializer(serializers.Serializer):
@@ -235,6 +241,15 @@ class GrantInputSerializer(serializers.Serializer):
         required=False,
         help_text="Path prefixes allowed through the proxy, matched by whole segments; "
         "default ['/'].",
+    )
+    base = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=32,
+        help_text="Only this base of the service: a name of its other bases (`router`, "
+        "reached at `/proxy/huggingface~router/...`), or `host` for the hosts of its host "
+        "pattern (`/proxy/pinecone~host/{host}/...`); the API base and every other base are "
+        "then refused. Default: every base.",
     )
 
 

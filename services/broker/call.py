@@ -38,7 +38,7 @@ from services.broker.answers import (
     passed_whole,
     readable,
 )
-from services.broker.destination import destination_for, placed_credential
+from services.broker.destination import Base, checked_base, destination_for, placed_credential
 from services.broker.headers import outbound_headers
 from services.broker.limits import call_in_flight
 from services.broker.locations import onto_proxy
@@ -70,7 +70,8 @@ class ProxyRequest:
     percent-encoded: `""` or `/...`), the query string as it came, its headers (lower-case
     names), its body, and the URL at which the agent reaches the service through credvault
     (`https://credvault.example/api/v1/agent/proxy/github`: the provider's own addresses in the
-    answer are moved there)."""
+    answer are moved there), and which of the service's bases it names (`destination.Base`;
+    the proxy URL then names it too: `.../proxy/huggingface~router`)."""
 
     method: str
     raw_path: str
@@ -78,6 +79,13 @@ class ProxyRequest:
     headers: Mapping[str, str]
     body: bytes
     proxy_url: str = ""
+    base: Base = Base()  # noqa: RUF009 (frozen: one shared value is safe)
+
+    @property
+    def agent_path(self) -> str:
+        """The path as the agent spelled it after the service, its base first
+        (`~router/v1/chat/completions`): what the audit event records."""
+        return self.base.spelling + (self.raw_path or "/")
 
     def __repr__(self) -> str:
         return f"ProxyRequest({self.method} {self.raw_path!r})"
@@ -87,6 +95,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     """Make the agent's call to its provider with the stored credential; record its event
     (`via`: where the call came from besides the proxy route, `mcp`)."""
     path = checked_path(request.raw_path)
+    checked_base(catalog.get(service), request.base)
     methods = methods_named(method=request.method, headers=request.headers, query=request.query)
     if request.body and methods & outbound.BODILESS_METHODS:
         # An override that names GET, HEAD or OPTIONS on a request with a body: a provider
@@ -95,7 +104,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     found = granted_set(actor=actor, service=service)
     if found is None:
         raise NotGranted()
-    _check_grant(found, methods, path)
+    _check_grant(found, methods, path, request.base)
     if not found.fields:
         raise ServiceNotConnected()
     provider = catalog.get(service)
@@ -120,7 +129,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
             status=answer.status,
             service=service,
             method=request.method,
-            path=request.raw_path or "/",
+            path=request.agent_path,
             upstream_status=answer.status,
             via=via,
         )
@@ -145,8 +154,11 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
         return ProxyAnswer(answer.status, headers, stream=stream)
 
 
-def _check_grant(found: GrantedSet, methods: set[str], path: ProxyPath) -> None:
-    """NotGranted, saying which, when a method or the path is outside the grant."""
+def _check_grant(found: GrantedSet, methods: set[str], path: ProxyPath, base: Base) -> None:
+    """NotGranted, saying which, when the base, a method or the path is outside the grant (a
+    grant that names a base covers that base only)."""
+    if found.base and found.base != base.name:
+        raise NotGranted("The base is outside this agent's grant for the service.")
     if not methods <= set(found.methods):
         raise NotGranted("The method is outside this agent's grant for the service.")
     if not all(grant_allows(found, method, path) for method in methods):
@@ -199,7 +211,7 @@ def _call_provider(
         if fresh.generation == used.generation:
             # Refreshed after a 401 within the last minute: the provider's 401 stands.
             return sent
-        _check_grant(fresh, methods, path)
+        _check_grant(fresh, methods, path, request.base)
         _refuse_sensitive(provider, fresh, methods, path)
         _, fields = usable_set(actor=actor, service=service, found=fresh)
         sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
@@ -224,7 +236,7 @@ def _send(
     """One request to the provider with the set's credential placed, at the set's API base
     (a refreshed set may name another host), on a connection only this account's calls to
     this service use (`pool_key`)."""
-    destination = destination_for(provider, dict(fields))
+    destination = destination_for(provider, dict(fields), base=request.base)
     placed = placed_credential(provider, dict(fields))
     target = destination.base_path + placed.path_prefix + path.encoded
     if request.query:

@@ -32,11 +32,13 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from providers import catalog
+from providers.identifiers import HOST_BASE, split_base
 from services import audit
 from services.audit import Actor, Operation
 from services.broker import destination
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
+from services.broker.destination import named_base
 from services.broker.paths import MAX_PATH_LENGTH
 from services.broker.streams import StreamCut
 from services.credentials import service_identifier
@@ -98,21 +100,34 @@ def list_services(*, actor: Actor) -> ToolResult:
         status = row.status if row is not None else NOT_CONNECTED
         key_type = row.key_type if row is not None else None
         reason = _why_not_callable(provider, status)
-        entries.append(
-            {
-                "service": grant.service,
-                "provider": provider.name if provider is not None else None,
-                "docsUrl": _docs_url(provider, key_type) if provider is not None else None,
-                "keyType": key_type,
-                "status": str(status),
-                "access": str(grant.access),
-                "methods": list(grant.methods),
-                "paths": list(grant.paths),
-                "callable": reason is None,
-                "reason": reason,
-            }
-        )
+        entry = {
+            "service": grant.service,
+            "provider": provider.name if provider is not None else None,
+            "docsUrl": _docs_url(provider, key_type) if provider is not None else None,
+            "keyType": key_type,
+            "status": str(status),
+            "access": str(grant.access),
+            "methods": list(grant.methods),
+            "paths": list(grant.paths),
+            "callable": reason is None,
+            "reason": reason,
+        }
+        if grant.base:
+            entry["base"] = grant.base
+        bases = _bases(provider, grant) if provider is not None else {}
+        if bases:
+            entry["bases"] = bases
+        entries.append(entry)
     return ToolResult({"services": entries})
+
+
+def _bases(provider: catalog.Provider, grant: GrantSpec) -> dict[str, str]:
+    """The service's other bases that the grant covers, by the name `call_api`'s `service`
+    takes after `~`: each base's URL, and `host`'s pattern (the catalog's)."""
+    bases = dict(provider.bases)
+    if provider.host_pattern is not None:
+        bases[HOST_BASE] = provider.host_pattern.pattern
+    return {name: url for name, url in bases.items() if grant.base in ("", name)}
 
 
 def _named(grant: GrantSpec) -> str:
@@ -157,7 +172,13 @@ def definitions(*, actor: Actor) -> list[dict[str, Any]]:
 CALL_API_INPUT: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "service": {"type": "string", "description": "A granted service identifier."},
+        "service": {
+            "type": "string",
+            "description": "A granted service identifier; for another base of it that "
+            "list_services names, `service~base` (`huggingface~router`); for a host of its "
+            "host pattern, `service~host`, the path then starting with the host "
+            "(`/idx-1.svc.env.pinecone.io/query`).",
+        },
         "method": {"type": "string", "enum": list(PROXY_METHODS)},
         "path": {
             "type": "string",
@@ -268,8 +289,15 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
         return _refusal(400, "invalid_arguments", str(exc))
     normalized = ""  # recorded without a service that cannot be normalized
     try:
-        service = normalized = service_identifier(service)
-        request = replace(request, proxy_url=proxy_base + service)
+        named, base = split_base(service)
+        service = normalized = service_identifier(named)
+        chosen, path = named_base(base, request.raw_path)
+        request = replace(
+            request,
+            raw_path=path,
+            base=chosen,
+            proxy_url=proxy_base + service + chosen.spelling,
+        )
         most = int(settings.CREDVAULT_PROXY_MAX_BODY)
         if len(request.body) > most:
             raise PayloadTooLarge(f"The body is larger than {most} bytes.")
@@ -279,7 +307,7 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
             actor,
             service=normalized,
             method=request.method,
-            path=request.raw_path or "/",
+            path=request.agent_path,
             status=problem.status_code,
         )
         return _refusal(problem.status_code, problem.default_code, str(problem.detail))

@@ -5,13 +5,14 @@ from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
 from services.agents import put_agent
 from services.audit import Actor
-from services.grants import GRANT_PATH_RULE, GrantSpec, option_errors
+from services.grants import GRANT_PATH_RULE, GrantSpec, base_errors, option_errors
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
 
 
 def _grant_text(grant: GrantSpec) -> str:
     methods = "all methods" if grant.methods == PROXY_METHODS else ",".join(grant.methods)
-    return f"{grant.service} ({grant.access}, {methods}, {','.join(grant.paths)})"
+    base = f", base {grant.base}" if grant.base else ""
+    return f"{grant.service} ({grant.access}, {methods}, {','.join(grant.paths)}{base})"
 
 
 class Command(CredvaultCommand):
@@ -43,6 +44,12 @@ class Command(CredvaultCommand):
             default=[],
             help="A path prefix allowed through the proxy; repeatable (default: /).",
         )
+        parser.add_argument(
+            "--base",
+            default="",
+            help="The one base of each service allowed (router, host: a provider with more "
+            "than one host); default: every base.",
+        )
 
     def handle(
         self,
@@ -53,6 +60,7 @@ class Command(CredvaultCommand):
         read: bool,
         method: list[str],
         path: list[str],
+        base: str,
         **options,
     ) -> None:
         access = GrantAccess.READ if read else GrantAccess.PROXY
@@ -67,12 +75,16 @@ class Command(CredvaultCommand):
             raise CommandError(str(exc)) from None
         except InvalidIdentifier:
             raise CommandError(f"agent names and services are {SERVICE_RULE}") from None
+        for each in services:
+            for error in base_errors(service=each, base=base):
+                raise CommandError(f"--base {base!r} for {each}: {error['message']}")
         grants = [
             GrantSpec.given(
                 each,
                 access=access,
                 methods=method or PROXY_METHODS,
                 paths=path or (WHOLE_API,),
+                base=base,
             )
             for each in services
         ]
