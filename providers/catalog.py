@@ -675,6 +675,8 @@ def _parse_fields(raw: Mapping[str, Any], where: str) -> frozenset[str]:
                 raise _fail(where, f"`fields.{name}` is a secret by its nature")
             identifiers.add(name)
     return frozenset(identifiers)
+
+
 def _parse_bases(raw: Mapping[str, Any], where: str) -> dict[str, str]:
     """`[providers.bases]`: each name (not `host`, which names the host pattern's form) to a
     fixed https URL."""
