@@ -27,7 +27,7 @@ path (Microsoft Graph's `/me/drive/root:/a/b.txt:/invite`). A request's
 path is read both ways an encoded `/` can be read, and a match in either refuses: as a
 separator (`.github%2Fworkflows%2Fci.yml` is three segments, as GitHub reads a file's path) and
 kept inside its segment (GitLab's `group%2Fproject` is one project, so `/projects/*/hooks`
-covers it). A grant's path prefix is decoded segment by segment, as the grant itself is read.
+covers it). A grant's path prefix is read the same two ways.
 """
 
 from __future__ import annotations
@@ -88,8 +88,11 @@ class SensitiveEndpoint:
         return method in self.methods and any(map(self._covers, readings))
 
     def named_by(self, prefix: str) -> bool:
-        """Whether a grant's path prefix names this endpoint (or a path below it) explicitly."""
-        return self._covers(_judged([unquote(part) for part in prefix.strip("/").split("/")]))
+        """Whether a grant's path prefix names this endpoint (or a path below it) explicitly,
+        read both ways an encoded `/` can be read, as a request's path is."""
+        parts = prefix.strip("/").split("/")
+        readings = [_segments(unquote(prefix)), _judged([unquote(part) for part in parts])]
+        return any(map(self._covers, readings))
 
 
 def parse_sensitive(
