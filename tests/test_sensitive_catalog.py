@@ -426,6 +426,7 @@ WIDENING = [
     ("vercel", "access group", "PATCH", "/v1/access-groups/ag1"),
     ("heroku", "team app collaborator", "POST", "/teams/apps/app/collaborators"),
     ("heroku", "team invitation", "PUT", "/teams/acme/invitations"),
+    ("heroku", "team member", "POST", "/teams/acme/members"),
     ("heroku", "app transfer", "POST", "/account/app-transfers"),
     ("sentry", "team on a project", "POST", "/api/0/projects/acme/app/teams/core/"),
     ("pagerduty", "team membership", "PUT", "/teams/T1/users/U1"),
