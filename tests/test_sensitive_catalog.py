@@ -451,6 +451,9 @@ WIDENING = [
     ("neon", "project sharing", "POST", "/api/v2/projects/p1/permissions"),
     ("neon", "organization invitation", "POST", "/api/v2/organizations/o1/invitations"),
     ("webflow", "site member invitation", "POST", "/v2/sites/s1/users/invite"),
+    ("webflow", "workspace member", "POST", "/v2/workspaces/w1/members"),
+    ("contentful", "organization invitation", "POST", "/organizations/o1/invitations"),
+    ("contentful", "team membership", "POST", "/organizations/o1/teams/t1/team_memberships"),
 ]  # fmt: skip
 
 
