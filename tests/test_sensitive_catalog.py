@@ -92,6 +92,16 @@ ORDINARY = [
     ("salesforce", "POST", "/services/data/v61.0/sobjects/Account"),
     ("dropbox", "POST", "/2/sharing/list_folders"),
     ("google", "GET", "/storage/v1/b/acme/iam"),
+    # Below an `exact` entry: the resource's daily work.
+    ("github", "PATCH", "/repos/o/r/issues/1"),
+    ("github", "PATCH", "/orgs/acme/teams/core"),
+    ("gitlab", "PUT", "/api/v4/projects/42/issues/1"),
+    ("box", "PUT", "/2.0/files/123/metadata/global/properties"),
+    ("miro", "PATCH", "/v2/boards/b1/sticky_notes/s1"),
+    ("zoom", "POST", "/v2/users/me/meetings"),
+    ("microsoft", "POST", "/v1.0/users/u1/sendMail"),
+    ("microsoft", "PATCH", "/v1.0/users/u1/messages/m1"),
+    ("render", "POST", "/v1/services/srv-1/deploys"),
 ]
 
 
@@ -195,7 +205,9 @@ def _entry(*, top: str = "", tables: str = "") -> str:
 
 def test_a_list_or_a_reason_parses():
     listed = parse_catalog(_entry(tables=SENSITIVE))["example"]
-    assert [(e.methods, e.path) for e in listed.sensitive] == [(("POST",), "/keys")]
+    assert [(e.methods, e.path, e.exact) for e in listed.sensitive] == [(("POST",), "/keys", False)]
+    exact = parse_catalog(_entry(tables=SENSITIVE + "exact = true\n"))["example"]
+    assert [e.exact for e in exact.sensitive] == [True]
     reasoned = parse_catalog(_entry(top=NONE))["example"]
     assert (reasoned.sensitive, reasoned.sensitive_none.startswith("The API")) == ((), True)
 
@@ -213,6 +225,7 @@ def test_a_list_or_a_reason_parses():
         ("", SENSITIVE.replace('path = "/keys"', 'path = "keys"'), "`path`"),
         ("", SENSITIVE.replace('why = "creates an API key"\n', ""), "`why`"),
         ("", SENSITIVE + 'note = "x"\n', "unknown field 'note'"),
+        ("", SENSITIVE + 'exact = "yes"\n', "`exact` must be true or false"),
     ],
 )
 def test_an_invalid_entry_is_refused_at_load_naming_the_field(top, tables, words):
@@ -319,6 +332,14 @@ class TestPathReadings:
         assert _reached("microsoft", "POST", raw, ["/"]) is not None
         assert _reached("microsoft", "POST", raw, [raw]) is None
         assert _reached("microsoft", "GET", raw, ["/"]) is None
+
+    def test_an_exact_entry_is_named_by_its_own_path_only(self):
+        raw = "/repos/acme/app"
+        assert _reached("github", "PATCH", raw, ["/", "/repos/acme/app/issues"]) is not None
+        assert _reached("github", "PATCH", raw, ["/repos/acme"]) is not None
+        assert _reached("github", "PATCH", raw, ["/repos/acme/app"]) is None
+        assert _reached("github", "PATCH", "/repos/acme/app/", ["/"]) is not None
+        assert _reached("github", "PATCH", "/repos/acme%2Fapp", ["/"]) is not None
 
     def test_a_double_star_in_a_long_path_costs_one_match_per_segment_and_part(self, monkeypatch):
         raw = "/v1.0/me/drive" + "/drive" * 300 + "/x"
@@ -453,6 +474,21 @@ WIDENING = [
     ("neon", "project sharing", "POST", "/api/v2/projects/p1/permissions"),
     ("neon", "organization invitation", "POST", "/api/v2/organizations/o1/invitations"),
     ("webflow", "site member invitation", "POST", "/v2/sites/s1/users/invite"),
+    # `exact` entries: the resource's own write, not what lies below it.
+    ("github", "visibility", "PATCH", "/repos/acme/app"),
+    ("github", "visibility, by repository id", "PATCH", "/repositories/1296269"),
+    ("github", "base permission", "PATCH", "/orgs/acme"),
+    ("gitlab", "visibility, ci_config_path", "PUT", "/api/v4/projects/acme%2Fapp"),
+    ("gitlab", "group visibility", "PUT", "/api/v4/groups/7"),
+    ("bitbucket", "visibility", "PUT", "/2.0/repositories/acme/app"),
+    ("box", "shared link", "PUT", "/2.0/files/123"),
+    ("miro", "sharing policy", "PATCH", "/v2/boards/b1"),
+    ("zoom", "user with a password", "POST", "/v2/users"),
+    ("microsoft", "user with a password", "POST", "/v1.0/users"),
+    ("microsoft", "password reset", "PATCH", "/v1.0/users/u1"),
+    ("vercel", "build command", "PATCH", "/v9/projects/app"),
+    ("netlify", "build command", "PATCH", "/api/v1/sites/s1"),
+    ("render", "build command", "PATCH", "/v1/services/srv-1"),
     ("brevo", "user invitation", "POST", "/v3/organization/user/invitation/send"),
     ("huggingface", "repository made public", "PUT", "/api/models/acme/secret-model/settings"),
     ("huggingface", "repository moved", "POST", "/api/repos/move"),
