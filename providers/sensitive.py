@@ -8,9 +8,11 @@ In the catalog, each provider either lists them or says why it has none:
 
     [[providers.sensitive]]
     methods = ["POST"]                      # optional: every method
-    path = "/repos/*/*/keys"                # segments; `*` matches within one segment
+    path = "/repos/*/*/keys"                # segments; `*` matches within one segment,
+                                            # a whole segment `**` any number of segments
     why = "deploy keys: an SSH key added here reads and writes the repository"
     docs = "https://docs.github.com/en/rest/deploy-keys/deploy-keys"
+    exact = true                            # optional: that path alone, nothing below it
 
     sensitive_none = "why the API has no such endpoint, with the page that says so"
 
@@ -20,7 +22,15 @@ leave both out: its API is the operator's own, and so is the judgement of its en
 
 A path pattern matches a request's path, and everything below it, segment by segment, without
 regard to case (a provider that matches paths without case must not offer a way around it),
-each segment judged by its part before a `;` (servers that drop path parameters).
+each segment judged by its part before a `;` (servers that drop path parameters). With
+`exact = true` it matches that path alone: a resource whose own write changes its visibility
+or its build, while the paths below it are its daily work. A segment `**` matches any number
+of segments, none included, for APIs that address an item by its path (Microsoft Graph's
+`/me/drive/root:/a/b.txt:/invite`). A request's path is read both ways an encoded `/` can be
+read, and a match in either refuses: as a separator (`.github%2Fworkflows%2Fci.yml` is three
+segments, as GitHub reads a file's path) and kept inside its segment (GitLab's
+`group%2Fproject` is one project, so `/projects/*/hooks` covers it). A grant's path prefix is
+read the same two ways.
 """
 
 from __future__ import annotations
@@ -29,17 +39,40 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
+from urllib.parse import unquote
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
-SENSITIVE_KEYS = {"methods", "path", "why", "docs"}
+SENSITIVE_KEYS = {"methods", "path", "why", "docs", "exact"}
 
 
 class SensitiveError(ValueError):
     """An invalid `sensitive` entry: the message names the field."""
 
 
+def _judged(segments: Sequence[str]) -> list[str]:
+    return [segment.split(";", 1)[0].lower() for segment in segments if segment]
+
+
 def _segments(path: str) -> list[str]:
-    return [segment.split(";", 1)[0].lower() for segment in path.strip("/").split("/") if segment]
+    return _judged(path.strip("/").split("/"))
+
+
+def _starts(pattern: Sequence[str], segments: Sequence[str], *, whole: bool = False) -> bool:
+    """Whether `segments` begin with what `pattern` matches (what lies below is covered), or,
+    `whole`, are exactly what it matches. The positions the pattern can have reached are kept
+    as a set, so that a long path costs at most one match per segment and part, whatever the
+    `**`s."""
+    reached = {0}
+    for part in pattern:
+        if not reached:
+            return False
+        if part == "**":
+            reached = set(range(min(reached), len(segments) + 1))
+        else:
+            reached = {
+                i + 1 for i in reached if i < len(segments) and fnmatchcase(segments[i], part)
+            }
+    return len(segments) in reached if whole else bool(reached)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,21 +81,23 @@ class SensitiveEndpoint:
     path: str
     why: str
     docs: str
+    exact: bool = False
 
-    def _covers(self, path: str) -> bool:
-        pattern = _segments(self.path)
-        segments = _segments(path)
-        return len(segments) >= len(pattern) and all(
-            fnmatchcase(segment, part) for segment, part in zip(segments, pattern, strict=False)
-        )
+    def _covers(self, segments: Sequence[str]) -> bool:
+        return _starts(_segments(self.path), segments, whole=self.exact)
 
-    def matches(self, method: str, path: str) -> bool:
-        """Whether a call of `method` on the decoded `path` reaches this endpoint."""
-        return method in self.methods and self._covers(path)
+    def matches(self, method: str, path: str, segments: Sequence[str] = ()) -> bool:
+        """Whether a call of `method` on the decoded `path` reaches this endpoint, `path`'s
+        decoded `segments` (an encoded `/` kept inside its segment) read as well."""
+        readings = [_segments(path)] + ([_judged(segments)] if segments else [])
+        return method in self.methods and any(map(self._covers, readings))
 
     def named_by(self, prefix: str) -> bool:
-        """Whether a grant's path prefix names this endpoint (or a path below it) explicitly."""
-        return self._covers(prefix)
+        """Whether a grant's path prefix names this endpoint (or a path below it) explicitly,
+        read both ways an encoded `/` can be read, as a request's path is."""
+        parts = prefix.strip("/").split("/")
+        readings = [_segments(unquote(prefix)), _judged([unquote(part) for part in parts])]
+        return any(map(self._covers, readings))
 
 
 def parse_sensitive(
@@ -111,15 +146,24 @@ def _parse_entry(entry: Any, where: str) -> SensitiveEndpoint:
             raise SensitiveError(f"{where}: `{name}` is required")
     if not entry["docs"].startswith("https://"):
         raise SensitiveError(f"{where}: `docs` must be an https URL")
-    return SensitiveEndpoint(tuple(methods), path, entry["why"], entry["docs"])
+    exact = entry.get("exact", False)
+    if not isinstance(exact, bool):
+        raise SensitiveError(f"{where}: `exact` must be true or false")
+    return SensitiveEndpoint(tuple(methods), path, entry["why"], entry["docs"], exact)
 
 
 def refused(
-    endpoints: Sequence[SensitiveEndpoint], *, method: str, path: str, prefixes: Sequence[str]
+    endpoints: Sequence[SensitiveEndpoint],
+    *,
+    method: str,
+    path: str,
+    prefixes: Sequence[str],
+    segments: Sequence[str] = (),
 ) -> SensitiveEndpoint | None:
-    """The sensitive endpoint a call of `method` on `path` reaches without a grant prefix that
-    names it, or None."""
+    """The sensitive endpoint a call of `method` on `path` (decoded; its decoded `segments`, an
+    encoded `/` kept inside its segment, where the caller has them) reaches without a grant
+    prefix that names it, or None."""
     for endpoint in endpoints:
-        if endpoint.matches(method, path) and not any(map(endpoint.named_by, prefixes)):
+        if endpoint.matches(method, path, segments) and not any(map(endpoint.named_by, prefixes)):
             return endpoint
     return None

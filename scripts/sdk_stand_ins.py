@@ -1172,3 +1172,64 @@ class DropboxStandIn(SdkStandIn):
         return Answer(
             400, b"Error in call to API function: unknown route", {"Content-Type": "text/plain"}
         )
+
+
+# --- GitHub: writing a file, adding a collaborator -------------------------------------------
+
+
+class GitHubWritesStandIn(GitHubRestStandIn):
+    """GitHub's REST API as `GitHubRestStandIn`, and two writes besides
+    (https://docs.github.com/en/rest/repos/contents#create-or-update-file-contents,
+    https://docs.github.com/en/rest/collaborators/collaborators#add-a-repository-collaborator):
+    `PUT /repos/{owner}/{repo}/contents/{path}` answers 201 with the file's content and its
+    commit, and `PUT /repos/{owner}/{repo}/collaborators/{username}` answers 201 with the
+    invitation, as GitHub does for a person not yet a collaborator."""
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        parts = urlsplit(target).path.split("/")
+        if method == "PUT" and parts[1:2] == ["repos"] and len(parts) > 5:
+            owner, repo, kind = parts[2], parts[3], parts[4]
+            if kind == "contents":
+                return self.file_written(owner, repo, unquote("/".join(parts[5:])), body)
+            if kind == "collaborators" and len(parts) == 6:
+                return self.invitation(owner, repo, parts[5], body)
+        return super().route(method, target, headers, body)
+
+    def file_written(self, owner: str, repo: str, path: str, body: bytes) -> Answer:
+        sent = _json_body(body)
+        api = f"{self.url}/repos/{owner}/{repo}"
+        sha = "95b966ae1c166bd92f8ae7d1c313e738c731dfc3"
+        content = {
+            "name": path.rsplit("/", 1)[-1],
+            "path": path,
+            "sha": sha,
+            "size": len(base64.b64decode(sent.get("content", ""))),
+            "url": f"{api}/contents/{quote(path)}?ref=main",
+            "html_url": f"https://github.com/{owner}/{repo}/blob/main/{path}",
+            "git_url": f"{api}/git/blobs/{sha}",
+            "download_url": f"https://raw.githubusercontent.com/{owner}/{repo}/main/{path}",
+            "type": "file",
+        }
+        commit = {
+            "sha": "7638417db6d59f3c431d3e1f261cc637155684cd",
+            "url": f"{api}/git/commits/7638417db6d59f3c431d3e1f261cc637155684cd",
+            "html_url": f"https://github.com/{owner}/{repo}/commit/7638417",
+            "message": sent.get("message", ""),
+            "tree": {"url": f"{api}/git/trees/691272480426f78a0138979dd3ce63b77f706feb"},
+            "parents": [],
+        }
+        return Answer(201, {"content": content, "commit": commit}, self._headers())
+
+    def invitation(self, owner: str, repo: str, username: str, body: bytes) -> Answer:
+        invitee = {**self.simple_user(), "login": username, "id": 2}
+        answer = {
+            "id": 1,
+            "repository": self.repository(1) | {"name": repo, "full_name": f"{owner}/{repo}"},
+            "invitee": invitee,
+            "inviter": self.simple_user(),
+            "permissions": _json_body(body).get("permission", "push"),
+            "created_at": "2026-11-01T12:00:00Z",
+            "url": f"{self.url}/user/repository_invitations/1",
+            "html_url": f"https://github.com/{owner}/{repo}/invitations",
+        }
+        return Answer(201, answer, self._headers())

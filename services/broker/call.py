@@ -172,7 +172,11 @@ def _refuse_sensitive(
     credential, unless the grant names its path explicitly (providers/sensitive.py)."""
     for method in methods:
         if sensitive.refused(
-            provider.sensitive, method=method, path=path.text, prefixes=found.paths
+            provider.sensitive,
+            method=method,
+            path=path.text,
+            segments=path.segments,
+            prefixes=found.paths,
         ):
             raise SensitiveEndpointRefused()
 
