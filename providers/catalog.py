@@ -54,7 +54,10 @@ PROVIDER_KEYS = {
     "api_host_patterns",
     "sensitive",
     "sensitive_none",
+    "answer_urls",
 }
+# What `answer_urls` may say: the provider's JSON answers carry absolute URLs of its own API.
+ANSWER_URLS = ("json",)
 OAUTH_KEYS = {
     "authorize_url",
     "token_url",
@@ -244,6 +247,9 @@ class Provider:
     # Added by the operator (CREDVAULT_EXTRA_CATALOG): its host comes from the server's own
     # configuration, so the outbound client may connect to a private address for it.
     operator: bool = False
+    # `json` when its JSON answers carry absolute URLs of its API (a next page's): brokered
+    # answers have them moved onto the proxy (services/broker/locations.py).
+    answer_urls: str = ""
 
     @property
     def per_customer(self) -> bool:
@@ -565,6 +571,9 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
     if oauth is not None and not any(shape.key_type == OAUTH for shape in shapes):
         raise _fail(where, "an `oauth` block needs an oauth shape to store its sets")
     api_host = _parse_api_host(raw, where, shapes)
+    answer_urls = raw.get("answer_urls", "")
+    if answer_urls != "" and answer_urls not in ANSWER_URLS:
+        raise _fail(where, f"`answer_urls` must be one of {', '.join(ANSWER_URLS)}")
     try:
         sensitive, sensitive_none = parse_sensitive(raw, where, operator=operator)
     except SensitiveError as exc:
@@ -581,6 +590,7 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
         api_host=api_host,
         sensitive=sensitive,
         sensitive_none=sensitive_none,
+        answer_urls=answer_urls,
     )
 
 

@@ -17,6 +17,7 @@ answer's is written once its body has ended, with how it ended.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from services.access import GrantedSet, granted_set, refreshed_set, usable_set
 from services.audit import Actor, Operation
 from services.broker.answers import (
     ProxyAnswer,
+    addresses_in_body,
     agents_headers,
     failure,
     passed_whole,
@@ -41,10 +43,11 @@ from services.broker.answers import (
 from services.broker.destination import destination_for, placed_credential
 from services.broker.headers import outbound_headers
 from services.broker.limits import call_in_flight
-from services.broker.locations import onto_proxy
+from services.broker.locations import json_onto_proxy, onto_proxy
 from services.broker.methods import methods_named
 from services.broker.paths import ProxyPath, checked_path, grant_allows
 from services.broker.redaction import Redaction
+from services.broker.redirects import followed
 from services.broker.streams import PassedOn
 from services.exceptions import (
     InvalidProxyPath,
@@ -86,6 +89,7 @@ class ProxyRequest:
 def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") -> ProxyAnswer:
     """Make the agent's call to its provider with the stored credential; record its event
     (`via`: where the call came from besides the proxy route, `mcp`)."""
+    started = time.monotonic()
     path = checked_path(request.raw_path)
     methods = methods_named(method=request.method, headers=request.headers, query=request.query)
     if request.body and methods & outbound.BODILESS_METHODS:
@@ -108,11 +112,27 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     with ExitStack() as in_flight:
         in_flight.enter_context(call_in_flight(token_prefix=actor.token_prefix))
         sent = _call_provider(actor, service, provider, found, request, path, methods)
-        answer = sent.answer
+        landed = followed(
+            sent.answer,
+            method=request.method,
+            request_url=sent.request_url,
+            api_base=sent.api_base,
+            pool_key=(actor.account_id, service),
+            started=started,
+        )
+        answer = landed.answer
         readable(answer)
         redaction = Redaction(sent.injected)
         headers = agents_headers(answer, redaction, method=request.method)
-        headers = onto_proxy(headers, api_base=sent.api_base, proxy_url=request.proxy_url)
+        headers = onto_proxy(
+            headers,
+            api_base=sent.api_base,
+            proxy_url=request.proxy_url,
+            request_url=landed.request_url,
+        )
+        moved_in_body = bool(request.proxy_url) and addresses_in_body(
+            answer, answer_urls=provider.answer_urls, method=request.method
+        )
         recorded = partial(
             audit.record,
             actor,
@@ -124,11 +144,13 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
             upstream_status=answer.status,
             via=via,
         )
-        if passed_whole(answer, method=request.method):
+        if passed_whole(answer, method=request.method) or moved_in_body:
             try:
                 body = answer.read_all()
             except outbound.OutboundError as exc:
                 raise failure(exc.kind) from None
+            if moved_in_body:
+                body = json_onto_proxy(body, api_base=sent.api_base, proxy_url=request.proxy_url)
             recorded()
             return ProxyAnswer(answer.status, headers, redaction.apply(body))
         # Streamed: the call stays in flight, and its event waits, until the body has ended.
@@ -168,11 +190,12 @@ def _refuse_sensitive(
 @dataclass(frozen=True, slots=True)
 class Sent:
     """A request sent to the provider: its answer (the head in, the body still to read), every
-    value it injected (for the redaction), and the API base it went to."""
+    value it injected (for the redaction), the API base it went to, and its URL."""
 
     answer: outbound.OpenAnswer
     injected: tuple[str, ...]
     api_base: str
+    request_url: str
 
 
 def _call_provider(
@@ -252,5 +275,6 @@ def _send(
         )
     except outbound.OutboundError as exc:
         raise failure(exc.kind) from None
-    api_base = f"{destination.scheme}://{destination.authority}"
-    return Sent(answer, placed.sent, api_base + destination.base_path + placed.path_prefix)
+    origin = f"{destination.scheme}://{destination.authority}"
+    api_base = origin + destination.base_path + placed.path_prefix
+    return Sent(answer, placed.sent, api_base, origin + target)

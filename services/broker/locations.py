@@ -1,31 +1,69 @@
-"""The provider's own addresses in an answer, moved onto the proxy: a `Location`,
-`Content-Location` or `Link` value that points under the service's API base is rewritten to the
-same place under the URL at which the agent reaches the service through credvault, so that an
-SDK's next page or a redirect stays on credvault (and never carries the agent token to the
-provider). Any other value passes unchanged.
+"""The provider's own addresses in an answer, judged and moved onto the proxy: one definition
+of "does this address stay under the service's API base, and where does it go" for the
+`Location`, `Content-Location` and `Link` headers, for the absolute URLs in a JSON body, and for
+the redirects credvault follows (`redirects`).
 
-`https://api.github.com/user/repos?page=2` becomes
-`https://credvault.example/api/v1/agent/proxy/github/user/repos?page=2`; a reference by path
-alone (`/user/repos?page=2`), which the agent would resolve against credvault's host, moves the
-same way; a relative one (`repos?page=2`) already resolves under the proxy and is left alone.
+An address is first resolved against the URL of the provider's request that answered it (RFC
+3986 5.2), and its dot segments removed, `%2e` read as `.` while they are (`/v1/%2e%2e/x` is
+`/x`, since a server may decode it before it routes): only then is it judged. One whose scheme,
+host and port are the base's, and whose path is the base's path or below it, stays under the
+base, and moves to the same place under the URL at which the agent reaches the service through
+credvault: `https://api.github.com/user/repos?page=2` becomes
+`https://credvault.example/api/v1/agent/proxy/github/user/repos?page=2`, and so do
+`/user/repos?page=2` and `repos?page=2` in an answer to `/user/...`. The moved address is
+always absolute and holds no dot segment, so no agent can resolve it elsewhere in credvault
+(`../stripe/x` from `/v1/files` is the provider's `/stripe/x`, moved under the service's own
+proxy URL, never credvault's `/api/v1/agent/proxy/stripe/x`).
+
+An address that leaves the service (another host, or a path outside the base) is passed as it
+came when it is absolute; a reference that is not absolute is passed as the absolute URL it
+resolves to at the provider, so that an agent never resolves it against credvault's own URL.
+An address that holds a backslash, a space or a control character is never judged to stay
+(clients differ on what it means).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
 
 REWRITTEN_HEADERS = frozenset({"location", "content-location", "link"})
 # A Link value's URI references: `<https://...>; rel="next", <...>; rel="last"`.
 _LINK_TARGET = re.compile(r"<([^>]*)>")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# What no address that credvault judges may hold: clients read a backslash as a slash, or not.
+_UNJUDGED = re.compile(r"[\x00-\x20\x7f\\]")
+_DOT = re.compile(r"%2e", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """An address as judged: `url`, the absolute URL it resolves to (dot segments removed), or
+    "" when it cannot be judged; `rest`, what follows the base in it (its path below the base,
+    query, fragment), or None when it does not stay under the base."""
+
+    url: str
+    rest: str | None
+
+    @property
+    def stays(self) -> bool:
+        return self.rest is not None
+
+
+def judged(reference: str, *, api_base: str, request_url: str = "") -> Judged:
+    """`reference` resolved against `request_url` (the provider's request that answered it;
+    the base itself when not given) and judged against `api_base`."""
+    return _Base(api_base).judged(reference, request_url)
 
 
 def onto_proxy(
-    headers: list[tuple[str, str]], *, api_base: str, proxy_url: str
+    headers: list[tuple[str, str]], *, api_base: str, proxy_url: str, request_url: str = ""
 ) -> list[tuple[str, str]]:
-    """`headers` with each address under `api_base` moved under `proxy_url` (no change when
-    `proxy_url` is empty)."""
+    """`headers` with each address of Location, Content-Location and Link that stays under
+    `api_base` moved under `proxy_url`, and each reference that leaves it made absolute (no
+    change when `proxy_url` is empty). `request_url`: the provider's request that answered."""
     if not proxy_url:
         return headers
     base = _Base(api_base)
@@ -33,56 +71,187 @@ def onto_proxy(
     for name, value in headers:
         lower = name.lower()
         if lower == "link":
-            value = _LINK_TARGET.sub(lambda match: f"<{base.moved(match[1], proxy_url)}>", value)
+            value = _LINK_TARGET.sub(
+                lambda match: f"<{base.moved(match[1], proxy_url, request_url)}>", value
+            )
         elif lower in REWRITTEN_HEADERS:
-            value = base.moved(value.strip(), proxy_url)
+            value = base.moved(value.strip(), proxy_url, request_url)
         moved.append((name, value))
     return moved
+
+
+# Where a JSON string value may start: a `"` (not escaped) followed by `h`/`H` or an escape
+# (`"\u0068ttps://...`); each candidate is then read as a whole string token.
+_CANDIDATE = re.compile(rb'"(?=[hH\\])')
+_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\.)*"')
+_SPACE = re.compile(rb"[ \t\r\n]*")
+_ABSOLUTE = re.compile(r"https?://", re.IGNORECASE)
+
+
+def json_onto_proxy(body: bytes, *, api_base: str, proxy_url: str) -> bytes:
+    """A JSON document's string values that are absolute URLs staying under `api_base`, moved
+    under `proxy_url` (`body` as it is when `proxy_url` is empty).
+
+    Every other byte is kept as it came (spacing, order, escapes, numbers): each moved string
+    alone is written anew, as JSON writes it (UTF-8, `\\/` for `/` where the provider wrote
+    `\\/`). Member names, and strings that are not absolute http(s) URLs, are never changed. A
+    body that is not JSON is scanned as if it were, so only what reads as a JSON string there
+    can move."""
+    if not proxy_url or not body:
+        return body
+    base = _Base(api_base)
+    pieces: list[bytes] = []
+    done = 0
+    for candidate in _CANDIDATE.finditer(body):
+        start = candidate.start()
+        if start < done or (start and body[start - 1] == 0x5C):
+            continue  # inside a string already read, or an escaped quote
+        token = _STRING.match(body, start)
+        if token is None:
+            continue
+        after = _SPACE.match(body, token.end()).end()
+        if body[after : after + 1] == b":":
+            continue  # a member's name
+        try:
+            value = json.loads(token.group())
+        except ValueError:
+            continue
+        if not _ABSOLUTE.match(value):
+            continue
+        rest = base.judged(value, "").rest
+        if rest is None:
+            continue
+        written = json.dumps(proxy_url + rest, ensure_ascii=False)
+        if b"\\/" in token.group():
+            written = written.replace("/", "\\/")
+        pieces += [body[done:start], written.encode()]
+        done = token.end()
+    if not pieces:
+        return body
+    pieces.append(body[done:])
+    return b"".join(pieces)
+
+
+def without_dot_segments(path: str) -> str:
+    """`path` (absolute, or empty) with its `.` and `..` segments removed (RFC 3986 5.2.4),
+    each segment read with `%2e` as `.`; the other segments are kept as they are."""
+    if not path:
+        return ""
+    segments = path.split("/")[1:]
+    kept: list[str] = []
+    for position, segment in enumerate(segments):
+        last = position == len(segments) - 1
+        dotted = _DOT.sub(".", segment)
+        if dotted == "..":
+            if kept:
+                kept.pop()
+        elif dotted != ".":
+            kept.append(segment)
+            continue
+        if last:
+            kept.append("")  # `/a/..` is `/`, `/a/.` is `/a/`
+    return "/" + "/".join(kept)
 
 
 class _Base:
     """The service's API base: scheme, host, port and path."""
 
-    __slots__ = ("host", "path", "port", "scheme")
+    __slots__ = ("host", "path", "port", "scheme", "url")
 
     def __init__(self, api_base: str) -> None:
         parts = urlsplit(api_base)
+        self.url = api_base
         self.scheme = parts.scheme.lower()
         self.host = (parts.hostname or "").lower()
         self.port = parts.port or _DEFAULT_PORTS.get(self.scheme)
         self.path = parts.path.rstrip("/")
 
-    def moved(self, reference: str, proxy_url: str) -> str:
-        """`reference` under `proxy_url` when it points under the base, else as it is."""
-        rest = self._below(reference)
-        return reference if rest is None else proxy_url + rest
+    def moved(self, reference: str, proxy_url: str, request_url: str) -> str:
+        """`reference` under `proxy_url` when it stays under the base; else as it came when it
+        is absolute, or the absolute URL it resolves to at the provider."""
+        judged = self.judged(reference, request_url)
+        if judged.rest is not None:
+            return proxy_url + judged.rest
+        if _Parts(reference).scheme:
+            return reference
+        return judged.url or urljoin(request_url or self.url + "/", reference)
 
-    def _below(self, reference: str) -> str | None:
-        """What follows the base in `reference` (its path below the base, query, fragment),
-        or None when it does not point under the base."""
-        if reference.startswith("//"):
-            reference = f"{self.scheme}:{reference}"
-        elif reference.startswith("/"):
-            return self._below_path(reference)
+    def judged(self, reference: str, request_url: str) -> Judged:
+        if _UNJUDGED.search(reference):
+            return Judged("", None)
         try:
-            parts = urlsplit(reference)
+            address = _resolved(reference, request_url or self.url + "/")
+            parts = urlsplit(address.url)
             port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
-        except ValueError:  # a port that is not a number
-            return None
+        except ValueError:  # a port that is not a number, a malformed IPv6 host
+            return Judged("", None)
         if (parts.scheme.lower(), (parts.hostname or "").lower(), port) != (
             self.scheme,
             self.host,
             self.port,
         ):
-            return None
-        return self._below_path(reference[len(parts.scheme) + 3 + len(parts.netloc) :])
+            return Judged(address.url, None)
+        path = address.path or "/"
+        if path != self.path and not path.startswith(self.path + "/"):
+            return Judged(address.url, None)  # `/v10` is not under `/v1`
+        rest = path[len(self.path) :]
+        if not address.path:
+            rest = ""  # `https://api.example.com` is the base itself
+        return Judged(address.url, rest + address.after_path)
 
-    def _below_path(self, target: str) -> str | None:
-        """`target` (a path with its query and fragment) less the base path, when it is under
-        it."""
-        if not target.startswith(self.path):
-            return None
-        rest = target[len(self.path) :]
-        if rest and rest[0] not in "/?#":
-            return None  # `/v10` is not under `/v1`
-        return rest
+
+@dataclass(frozen=True, slots=True)
+class _Address:
+    """An absolute URL as resolved: the whole, its path, and its query and fragment with their
+    marks (`?...#...`: an empty query or fragment is kept as the address had it)."""
+
+    url: str
+    path: str
+    after_path: str
+
+
+def _resolved(reference: str, request_url: str) -> _Address:
+    """`reference` resolved against `request_url` (RFC 3986 5.2.2), its path without dot
+    segments. Raises ValueError for what does not parse."""
+    ref = _Parts(reference)
+    base = _Parts(request_url)
+    if ref.scheme:
+        scheme, authority, path, query = ref.scheme, ref.authority, ref.path, ref.query
+    elif ref.authority is not None:
+        scheme, authority, path, query = base.scheme, ref.authority, ref.path, ref.query
+    else:
+        scheme, authority = base.scheme, base.authority
+        if not ref.path:
+            path = base.path
+            query = ref.query if ref.query is not None else base.query
+        elif ref.path.startswith("/"):
+            path, query = ref.path, ref.query
+        else:
+            directory = base.path[: base.path.rfind("/") + 1] if base.path else "/"
+            path, query = directory + ref.path, ref.query
+    if authority is None or not scheme:
+        raise ValueError("an absolute URL has a scheme and an authority")
+    if path and not path.startswith("/"):
+        raise ValueError("a path after an authority starts with /")
+    path = without_dot_segments(path)
+    after = ("" if query is None else f"?{query}") + (
+        "" if ref.fragment is None else f"#{ref.fragment}"
+    )
+    return _Address(f"{scheme}://{authority}{path}{after}", path, after)
+
+
+class _Parts:
+    """A URI reference's five parts (RFC 3986 appendix B): None for a part it does not have,
+    which differs from an empty one (`?` is an empty query)."""
+
+    __slots__ = ("authority", "fragment", "path", "query", "scheme")
+
+    _SPLIT = re.compile(
+        r"^(?:([A-Za-z][A-Za-z0-9+.-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$",
+        re.DOTALL,
+    )
+
+    def __init__(self, reference: str) -> None:
+        found = self._SPLIT.match(reference)
+        assert found is not None  # every string matches
+        self.scheme, self.authority, self.path, self.query, self.fragment = found.groups()
