@@ -78,6 +78,12 @@ class TestFollowed:
             ("GET", "/releases/1/asset.bin?X-Amz-Signature=abc&X-Amz-Expires=300")
         ]
         assert_never_carried(storage, value, token)
+        # Nothing of the agent's: only what the HTTP client itself sends.
+        assert {name.lower() for name in storage.requests[0].headers} == {
+            "host",
+            "user-agent",
+            "accept-encoding",
+        }
         # The provider got the credential, once.
         assert len(provider_server.requests) == 1
         [event] = AuditEvent.objects.filter(action="agent.proxy")
