@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from providers.catalog import CatalogError, parse_catalog
 from scripts.stand_ins import ProviderServer
@@ -155,6 +157,50 @@ class TestJsonBody:
         assert json_onto_proxy(
             b'{"a":"https://api.openai.com/v1"}', api_base=BASE, proxy_url=""
         ) == (b'{"a":"https://api.openai.com/v1"}')
+
+
+_URLS = st.builds(
+    lambda host, path: f"https://{host}/v1/{path}" if host else f"{BASE}/{path}",
+    st.sampled_from(["", "", "evil.example", "api.openai.com.evil.example"]),
+    st.text("abcxyz019/?=&-_~", max_size=20),
+)
+_STRINGS = st.one_of(_URLS, st.text(max_size=20))
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _STRINGS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_STRINGS, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _expected(value):
+    """The document with each string value under the base moved, member names kept."""
+    if isinstance(value, str):
+        return PROXY + value[len(BASE) :] if value.startswith(BASE + "/") else value
+    if isinstance(value, list):
+        return [_expected(item) for item in value]
+    if isinstance(value, dict):
+        return {name: _expected(item) for name, item in value.items()}
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _JSON,
+    st.booleans(),
+    st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\t")]),
+    st.booleans(),
+)
+def test_any_document_reads_as_the_same_document_with_its_addresses_moved(
+    document, ascii_only, separators, escaped_slashes
+):
+    text = json.dumps(document, ensure_ascii=ascii_only, separators=separators)
+    if escaped_slashes:
+        text = text.replace("/", "\\/")
+    body = text.encode()
+    moved = json_onto_proxy(body, api_base=BASE, proxy_url=PROXY)
+    assert json.loads(moved) == _expected(document)
+    if _expected(document) == document:
+        assert moved == body
 
 
 class TestCatalogKey:

@@ -36,6 +36,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # What no address that credvault judges may hold: clients read a backslash as a slash, or not.
 _UNJUDGED = re.compile(r"[\x00-\x20\x7f\\]")
 _DOT = re.compile(r"%2e", re.IGNORECASE)
+_ABSOLUTE = re.compile(r"https?://", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,56 +81,66 @@ def onto_proxy(
     return moved
 
 
-# Where a JSON string value may start: a `"` (not escaped) followed by `h`/`H` or an escape
-# (`"\u0068ttps://...`); each candidate is then read as a whole string token.
-_CANDIDATE = re.compile(rb'"(?=[hH\\])')
-_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\.)*"')
-_SPACE = re.compile(rb"[ \t\r\n]*")
-_ABSOLUTE = re.compile(r"https?://", re.IGNORECASE)
-
-
 def json_onto_proxy(body: bytes, *, api_base: str, proxy_url: str) -> bytes:
     """A JSON document's string values that are absolute URLs staying under `api_base`, moved
     under `proxy_url` (`body` as it is when `proxy_url` is empty).
 
     Every other byte is kept as it came (spacing, order, escapes, numbers): each moved string
     alone is written anew, as JSON writes it (UTF-8, `\\/` for `/` where the provider wrote
-    `\\/`). Member names, and strings that are not absolute http(s) URLs, are never changed. A
-    body that is not JSON is scanned as if it were, so only what reads as a JSON string there
-    can move."""
+    `\\/`). Member names, and strings that are not absolute URLs on the base's host, are never
+    changed. The body is scanned, not parsed: only a string that starts with the base's scheme
+    and host (its slashes escaped or not, or its `h` written `\\u0068`) is read and judged, so
+    the cost is one regular-expression pass over the body and a little per address. A body that
+    is not JSON is scanned as if it were, so only what reads as a JSON string there can move."""
     if not proxy_url or not body:
         return body
-    base = _Base(api_base)
-    pieces: list[bytes] = []
-    done = 0
-    for candidate in _CANDIDATE.finditer(body):
-        start = candidate.start()
-        if start < done or (start and body[start - 1] == 0x5C):
-            continue  # inside a string already read, or an escaped quote
-        token = _STRING.match(body, start)
-        if token is None:
-            continue
-        after = _SPACE.match(body, token.end()).end()
-        if body[after : after + 1] == b":":
-            continue  # a member's name
+    return _JsonAddresses(_Base(api_base), proxy_url).moved(body)
+
+
+class _JsonAddresses:
+    """The scan of `json_onto_proxy` for one base and proxy URL."""
+
+    __slots__ = ("base", "pattern", "proxy_url", "written_proxy_url")
+
+    def __init__(self, base: _Base, proxy_url: str) -> None:
+        self.base = base
+        self.proxy_url = proxy_url
+        self.written_proxy_url = proxy_url.encode()
+        host = re.escape(base.host.encode())
+        # A string token (its opening quote not escaped) that starts with the base's scheme and
+        # host, or with an escaped `h`, and that is not a member's name (no `:` follows it).
+        self.pattern = re.compile(
+            rb'(?<!\\)"(?:'
+            + re.escape(base.scheme.encode())
+            + rb":(?:\\?/){2}"
+            + host
+            + rb'(?=[:/?#"\\])|\\u00[46]8)'
+            + rb'(?:[^"\\\x00-\x1f]|\\.)*"'
+            + rb"(?![ \t\r\n]*:)",
+            re.IGNORECASE,
+        )
+
+    def moved(self, body: bytes) -> bytes:
+        return self.pattern.sub(self._moved, body)
+
+    def _moved(self, match: re.Match[bytes]) -> bytes:
+        token = match.group()
+        inner = token[1:-1]
         try:
-            value = json.loads(token.group())
-        except ValueError:
-            continue
-        if not _ABSOLUTE.match(value):
-            continue
-        rest = base.judged(value, "").rest
+            escaped = b"\\" in inner
+            value = json.loads(token) if escaped else inner.decode()
+        except ValueError:  # not JSON, or not UTF-8
+            return token
+        rest = self.base.rest_of_absolute(value)
         if rest is None:
-            continue
-        written = json.dumps(proxy_url + rest, ensure_ascii=False)
-        if b"\\/" in token.group():
+            return token
+        if not escaped:
+            # No quote, backslash or control character in it: JSON as it stands.
+            return b'"' + self.written_proxy_url + rest.encode() + b'"'
+        written = json.dumps(self.proxy_url + rest, ensure_ascii=False)
+        if b"\\/" in token:
             written = written.replace("/", "\\/")
-        pieces += [body[done:start], written.encode()]
-        done = token.end()
-    if not pieces:
-        return body
-    pieces.append(body[done:])
-    return b"".join(pieces)
+        return written.encode()
 
 
 def without_dot_segments(path: str) -> str:
@@ -156,15 +167,33 @@ def without_dot_segments(path: str) -> str:
 class _Base:
     """The service's API base: scheme, host, port and path."""
 
-    __slots__ = ("host", "path", "port", "scheme", "url")
+    __slots__ = ("host", "path", "port", "prefix", "scheme", "url")
 
     def __init__(self, api_base: str) -> None:
         parts = urlsplit(api_base)
         self.url = api_base
+        self.prefix = api_base.rstrip("/")
         self.scheme = parts.scheme.lower()
         self.host = (parts.hostname or "").lower()
         self.port = parts.port or _DEFAULT_PORTS.get(self.scheme)
         self.path = parts.path.rstrip("/")
+
+    def rest_of_absolute(self, value: str) -> str | None:
+        """What follows the base in `value` when it is an absolute http(s) URL that stays under
+        it, else None. An address written as the base is, with no dot segment and nothing to
+        judge, is read at once; any other is resolved and judged in full."""
+        if not _ABSOLUTE.match(value):
+            return None
+        if value.startswith(self.prefix):
+            rest = value[len(self.prefix) :]
+            if (
+                (not rest or rest[0] in "/?#")
+                and "/." not in rest
+                and "%2e" not in rest.lower()
+                and not _UNJUDGED.search(rest)
+            ):
+                return rest
+        return self.judged(value, "").rest
 
     def moved(self, reference: str, proxy_url: str, request_url: str) -> str:
         """`reference` under `proxy_url` when it stays under the base; else as it came when it
