@@ -6,11 +6,14 @@ method the request names counted, nothing stored: refused, nothing sent); an end
 mints a credential needs a grant that names it (sensitive endpoints); the token's calls in
 flight are counted (at most CREDVAULT_PROXY_MAX_CONCURRENT); the set is made usable (refreshed
 first when it is an OAuth set about to expire); the destination and the credential's placement
-come from the catalog; the call goes through the strict outbound client; the answer is passed
-back with every injected value redacted and its addresses moved onto the proxy, whole when it
-is short, else as it arrives (`streams`). A call answered 401 for an OAuth set is refreshed once
+come from the catalog; the call goes through the strict outbound client; a redirect that
+leaves the service is followed without the credential, or refused (`redirects`); the answer is
+passed back with every injected value redacted and its addresses moved onto the proxy
+(`locations`), whole when it is short or its JSON body carries them, else as it arrives
+(`streams`). A call answered 401 for an OAuth set is refreshed once
 and retried once, for the methods a provider may receive twice. Each call is one audit event:
-`agent.proxy`, service, method, path without its query, the provider's status; a streamed
+`agent.proxy`, service, method, path without its query, the provider's status (the last
+answer's, for a followed redirect); a streamed
 answer's is written once its body has ended, with how it ended.
 """
 
