@@ -78,10 +78,6 @@ class TestJudged:
                 "https://api.openai.com/v1/../../api/v1/agent/credentials/x",
                 "https://api.openai.com/v1/../../api/v1/agent/credentials/x",
             ),
-            (
-                "https://cv.example/api/v1/agent/credentials/openai",
-                "https://cv.example/api/v1/agent/credentials/openai",
-            ),
         ],
     )
     def test_a_reference_is_resolved_then_judged(self, reference, moved):
@@ -90,6 +86,30 @@ class TestJudged:
         assert got == moved
         # The moved address has no dot segment an agent could resolve elsewhere.
         assert "/." not in got.replace("https://api.openai.com/v1/../..", "")
+
+    @pytest.mark.parametrize(
+        "address",
+        [
+            "https://cv.example/api/v1/agent/credentials/openai",
+            "https://cv.example/api/v1/agent/proxy/stripe/v1/charges",
+            "https://CV.example:443/api/v1/agent/proxy/openai/../stripe/x",
+            "//cv.example/api/v1/agent/proxy/openaiX",
+        ],
+    )
+    def test_an_address_elsewhere_in_credvault_is_dropped(self, address):
+        headers = [
+            ("Location", address),
+            ("Link", f'<{BASE}/files?page=2>; rel="next", <{address}>; rel="last"'),
+            ("Content-Location", address),
+            ("X-Other", address),
+        ]
+        got = onto_proxy(headers, api_base=BASE, proxy_url=PROXY, request_url=ASKED)
+        assert got == [("X-Other", address)]
+
+    def test_an_address_under_the_services_own_proxy_passes(self):
+        address = f"{PROXY}/files?page=3"
+        got = onto_proxy([("Location", address)], api_base=BASE, proxy_url=PROXY)
+        assert got == [("Location", address)]
 
     @pytest.mark.parametrize(
         "reference", ["..\\..\\x", "/v1/a b", "/v1/\tx", "https://api.openai.com:x/v1"]
@@ -322,3 +342,16 @@ class TestThroughTheProxy:
         response = call(token, "POST", "replicate", "/v1/predictions/p1", body=b"{}")
         assert response.status_code == 201
         assert response["Location"] == f"{REPLICATE_PROXY}/github/user"
+
+    def test_a_header_naming_credvaults_own_api_never_reaches_the_agent(
+        self, agent, provider_server
+    ):
+        _, token = agent
+        elsewhere = "http://testserver/api/v1/agent/credentials/github"
+        provider_server.answer(
+            201, b"{}", headers={"Location": elsewhere, "Link": f"<{elsewhere}>; rel=next"}
+        )
+        response = call(token, "POST", "replicate", "/v1/predictions", body=b"{}")
+        assert response.status_code == 201
+        assert "Location" not in response
+        assert "Link" not in response

@@ -19,7 +19,9 @@ An address that leaves the service (another host, or a path outside the base) is
 came when it is absolute; a reference that is not absolute is passed as the absolute URL it
 resolves to at the provider, so that an agent never resolves it against credvault's own URL.
 An address that holds a backslash, a space or a control character is never judged to stay
-(clients differ on what it means).
+(clients differ on what it means). A header whose absolute address is on credvault's own host
+but outside the service's proxy URL (another service's proxy, the agent read) is dropped: no
+answer of a provider steers an SDK into another part of credvault with the agent token.
 """
 
 from __future__ import annotations
@@ -68,17 +70,33 @@ def onto_proxy(
     if not proxy_url:
         return headers
     base = _Base(api_base)
+    proxy = _Base(proxy_url)
     moved = []
     for name, value in headers:
         lower = name.lower()
+        if lower not in REWRITTEN_HEADERS:
+            moved.append((name, value))
+            continue
         if lower == "link":
-            value = _LINK_TARGET.sub(
-                lambda match: f"<{base.moved(match[1], proxy_url, request_url)}>", value
-            )
-        elif lower in REWRITTEN_HEADERS:
-            value = base.moved(value.strip(), proxy_url, request_url)
+            given = [base.moved(t, proxy_url, request_url) for t in _LINK_TARGET.findall(value)]
+            value = _LINK_TARGET.sub(_Replaced(given), value)
+        else:
+            given = [base.moved(value.strip(), proxy_url, request_url)]
+            value = given[0]
+        if any(proxy.elsewhere_in_credvault(address) for address in given):
+            continue  # the provider names credvault's own API beyond this service: dropped
         moved.append((name, value))
     return moved
+
+
+class _Replaced:
+    """A Link value's targets replaced, in order, by `given`."""
+
+    def __init__(self, given: list[str]) -> None:
+        self._given = iter(given)
+
+    def __call__(self, match: re.Match[str]) -> str:
+        return f"<{next(self._given)}>"
 
 
 def json_onto_proxy(body: bytes, *, api_base: str, proxy_url: str) -> bytes:
@@ -204,6 +222,22 @@ class _Base:
         if _Parts(reference).scheme:
             return reference
         return judged.url or urljoin(request_url or self.url + "/", reference)
+
+    def elsewhere_in_credvault(self, reference: str) -> bool:
+        """Whether `reference`, an absolute URL, is on this base's host (credvault's, for the
+        agent's proxy URL) but not under it: an answer that names another service's proxy or
+        credvault's own API."""
+        if not _Parts(reference).scheme:
+            return False
+        address = self.judged(reference, "")
+        if address.stays:
+            return False
+        try:
+            parts = urlsplit(address.url or reference)
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+        except ValueError:
+            return False
+        return ((parts.hostname or "").lower(), port) == (self.host, self.port)
 
     def judged(self, reference: str, request_url: str) -> Judged:
         if _UNJUDGED.search(reference):
