@@ -60,11 +60,14 @@ PROVIDER_KEYS = {
     "fields",
     "bases",
     "host_pattern",
+    "answer_urls",
 }
 # What a `[providers.fields]` entry may say of a keyName.
 FIELD_KEYS = {"secret"}
 # keyNames that are secrets by what they are, whatever an entry declares.
 ALWAYS_SECRET = OAUTH_MARKERS | {"client_secret", "id_token"}
+# What `answer_urls` may say: the provider's JSON answers carry absolute URLs of its own API.
+ANSWER_URLS = ("json",)
 OAUTH_KEYS = {
     "authorize_url",
     "token_url",
@@ -358,6 +361,9 @@ class Provider:
     def base_names(self) -> tuple[str, ...]:
         """What a call or a grant may name after `~`: each base, then `host` with a pattern."""
         return (*self.bases, *((HOST_BASE,) if self.host_pattern is not None else ()))
+    # `json` when its JSON answers carry absolute URLs of its API (a next page's): brokered
+    # answers have them moved onto the proxy (services/broker/locations.py).
+    answer_urls: str = ""
 
     @property
     def per_customer(self) -> bool:
@@ -738,6 +744,9 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
             host_pattern = parse_host_pattern(raw["host_pattern"])
         except ValueError as exc:
             raise _fail(where, f"`host_pattern`: {exc}") from None
+    answer_urls = raw.get("answer_urls", "")
+    if answer_urls != "" and answer_urls not in ANSWER_URLS:
+        raise _fail(where, f"`answer_urls` must be one of {', '.join(ANSWER_URLS)}")
     try:
         sensitive, sensitive_none = parse_sensitive(raw, where, operator=operator)
     except SensitiveError as exc:
@@ -757,6 +766,7 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
         identifiers=identifiers,
         bases=bases,
         host_pattern=host_pattern,
+        answer_urls=answer_urls,
     )
 
 

@@ -1233,3 +1233,227 @@ class GitHubWritesStandIn(GitHubRestStandIn):
             "html_url": f"https://github.com/{owner}/{repo}/invitations",
         }
         return Answer(201, answer, self._headers())
+
+
+# --- Replicate -------------------------------------------------------------------------------
+
+
+class ReplicateStandIn(SdkStandIn):
+    """Replicate's HTTP API (https://replicate.com/docs/reference/http): the token as
+    `Authorization: Bearer`. `GET /v1/models` and `GET /v1/predictions` list `count` items,
+    `page_size` a page, and point at the next and previous pages with absolute URLs on the
+    provider's own host (`next`, `previous`), as api.replicate.com does, with an opaque
+    `cursor`; each model's and prediction's own URLs are absolute too. The first model's
+    description echoes the token it was called with."""
+
+    def __init__(self, credential: str, *, count: int = 5, page_size: int = 2) -> None:
+        super().__init__(credential)
+        self.count = count
+        self.page_size = page_size
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return self._bearer(headers)
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(401, {"title": "Unauthenticated", "detail": "Invalid token.", "status": 401})
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        parts = urlsplit(target)
+        items = {"/v1/models": self.model, "/v1/predictions": self.prediction}.get(parts.path)
+        if method != "GET" or items is None:
+            return Answer(404, {"title": "Not found", "detail": "Not found.", "status": 404})
+        cursor = parse_qs(parts.query).get("cursor", [""])[0]
+        start = int(base64.urlsafe_b64decode(cursor.encode()).decode() or 0) if cursor else 0
+        numbers = range(start, min(start + self.page_size, self.count))
+        return Answer(
+            200,
+            {
+                "next": self._page(parts.path, start + self.page_size),
+                "previous": self._page(parts.path, start - self.page_size),
+                "results": [items(number) for number in numbers],
+            },
+        )
+
+    def _page(self, path: str, start: int) -> str | None:
+        if not 0 <= start < self.count:
+            return None
+        cursor = base64.urlsafe_b64encode(str(start).encode()).decode()
+        return f"{self.url}{path}?cursor={quote(cursor)}"
+
+    def model(self, number: int) -> dict[str, Any]:
+        name = f"model-{number}"
+        return {
+            "url": f"https://replicate.com/stand-in/{name}",
+            "owner": "stand-in",
+            "name": name,
+            "description": f"Listed for {self.credential}" if number == 0 else f"Model {number}",
+            "visibility": "public",
+            "github_url": None,
+            "paper_url": None,
+            "license_url": None,
+            "run_count": number,
+            "cover_image_url": None,
+            "default_example": None,
+            "latest_version": None,
+        }
+
+    def prediction(self, number: int) -> dict[str, Any]:
+        identifier = f"pred{number:04d}"
+        api = f"{self.url}/v1/predictions/{identifier}"
+        return {
+            "id": identifier,
+            "model": "stand-in/model-0",
+            "version": "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa",
+            "status": "succeeded",
+            "input": {"prompt": "hello"},
+            "output": None,
+            "logs": "",
+            "error": None,
+            "metrics": {"predict_time": 0.1},
+            "created_at": "2026-11-01T12:00:00.000000Z",
+            "started_at": "2026-11-01T12:00:00.100000Z",
+            "completed_at": "2026-11-01T12:00:00.200000Z",
+            "urls": {
+                "get": api,
+                "cancel": f"{api}/cancel",
+                "web": f"https://replicate.com/p/{identifier}",
+            },
+        }
+
+
+# --- Zendesk ---------------------------------------------------------------------------------
+
+
+class ZendeskStandIn(SdkStandIn):
+    """Zendesk's Support API (https://developer.zendesk.com/api-reference/): an OAuth token as
+    `Authorization: Bearer`. `GET /api/v2/users.json` lists `count` users, by cursor
+    (`page[size]`, `page[after]`: the next page in `links.next`, `meta.has_more`) or by offset
+    (`per_page`, `page`: `next_page`), every next page an absolute URL on the provider's own
+    host (https://developer.zendesk.com/api-reference/introduction/pagination/), and every
+    user's `url` too. The first user's notes echo the token it was called with."""
+
+    def __init__(self, credential: str, *, count: int = 5) -> None:
+        super().__init__(credential)
+        self.count = count
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return self._bearer(headers)
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(401, {"error": "Couldn't authenticate you"})
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        parts = urlsplit(target)
+        if (method, parts.path) != ("GET", "/api/v2/users.json"):
+            return Answer(404, {"error": "InvalidEndpoint", "description": "Not found"})
+        query = {name: values[0] for name, values in parse_qs(parts.query).items()}
+        listing = f"{self.url}/api/v2/users.json"
+        if "page[size]" in query:
+            size = int(query["page[size]"])
+            start = int(query.get("page[after]", "0"))
+            end = min(start + size, self.count)
+            more = end < self.count
+            return Answer(
+                200,
+                {
+                    "users": [self.user(n) for n in range(start, end)],
+                    "meta": {"has_more": more, "after_cursor": str(end), "before_cursor": None},
+                    "links": {
+                        "next": f"{listing}?page[size]={size}&page[after]={end}" if more else None,
+                        "prev": None,
+                    },
+                },
+            )
+        per_page = int(query.get("per_page", "2"))
+        page = int(query.get("page", "1"))
+        start = (page - 1) * per_page
+        end = min(start + per_page, self.count)
+        return Answer(
+            200,
+            {
+                "users": [self.user(n) for n in range(start, end)],
+                "next_page": f"{listing}?page={page + 1}&per_page={per_page}"
+                if end < self.count
+                else None,
+                "previous_page": None,
+                "count": self.count,
+            },
+        )
+
+    def user(self, number: int) -> dict[str, Any]:
+        identifier = 1000 + number
+        return {
+            "id": identifier,
+            "url": f"{self.url}/api/v2/users/{identifier}.json",
+            "name": f"User {number}",
+            "email": f"user{number}@example.com",
+            "role": "end-user",
+            "active": True,
+            "notes": f"Imported with {self.credential}" if number == 0 else "",
+            "created_at": "2026-11-01T12:00:00Z",
+            "updated_at": "2026-11-01T12:00:00Z",
+        }
+
+
+# --- a download that GitHub redirects to its storage host ------------------------------------
+
+
+class StorageStandIn(SdkStandIn):
+    """A storage host that serves a file at a pre-signed URL (GitHub's release assets are
+    redirected to one, `objects.githubusercontent.com`): no credential, the signature in the
+    query. `GET` any path answers `FILE`; the requests it got show what reached it."""
+
+    FILE = b"\x7fELF release asset bytes \x00\xff" * 64
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return True
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        raise NotImplementedError
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        if "X-Amz-Signature=" not in target:
+            return Answer(
+                403,
+                b"<Error><Code>AccessDenied</Code></Error>",
+                {"Content-Type": "application/xml"},
+            )
+        return Answer(200, self.FILE, {"Content-Type": "application/octet-stream"})
+
+
+class GitHubReleaseStandIn(GitHubRestStandIn):
+    """GitHub's REST API with one release asset
+    (https://docs.github.com/en/rest/releases/assets#get-a-release-asset): `GET
+    /repos/octocat/hello/releases/assets/1` answers the asset's JSON, or, with `Accept:
+    application/octet-stream`, 302 to the file at `storage_url` (a pre-signed URL), as GitHub
+    answers with its storage host."""
+
+    def __init__(self, credential: str, *, storage_url: str) -> None:
+        super().__init__(credential)
+        self.storage_url = storage_url
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        if (method, urlsplit(target).path) != ("GET", "/repos/octocat/hello/releases/assets/1"):
+            return super().route(method, target, headers, body)
+        if _header(headers, "Accept") == "application/octet-stream":
+            signed = (
+                f"{self.storage_url}/releases/1/hello.tar.gz?X-Amz-Expires=300&X-Amz-Signature=5f1e"
+            )
+            return Answer(302, b"", {"Location": signed, **self._headers()})
+        asset = {
+            "url": f"{self.url}/repos/octocat/hello/releases/assets/1",
+            "browser_download_url": "https://github.com/octocat/hello/releases/download/v1/hello.tar.gz",
+            "id": 1,
+            "node_id": "RA_standin1",
+            "name": "hello.tar.gz",
+            "label": "",
+            "state": "uploaded",
+            "content_type": "application/gzip",
+            "size": len(StorageStandIn.FILE),
+            "digest": None,
+            "download_count": 7,
+            "created_at": "2026-11-01T12:00:00Z",
+            "updated_at": "2026-11-01T12:00:00Z",
+            "uploader": self.simple_user(),
+        }
+        return Answer(200, asset, self._headers())

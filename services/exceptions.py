@@ -426,3 +426,13 @@ def problem_code_choices() -> list[tuple[str, str]]:
     for problem in _problem_classes():
         details.setdefault(problem.default_code, str(problem.default_detail))
     return sorted(details.items())
+
+
+class UpstreamForeignRedirect(ProblemError):
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "upstream_foreign_redirect"
+    default_detail = (
+        "The provider redirected the call away from its API, and credvault does not follow that "
+        "redirect: only a 301, 302 or 303 answer to a GET or HEAD is followed, without the "
+        "credential, for at most 3 hops, to an address the outbound rules allow."
+    )

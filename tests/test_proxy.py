@@ -288,12 +288,13 @@ class TestRevocationRefusesTheVeryNextCall:
 @pytest.mark.django_db
 class TestTheAnswer:
     def test_a_redirect_is_passed_back_and_not_followed(self, github, provider_server):
+        # A redirect that stays under the service's API base; one that leaves it is followed
+        # without the credential or refused (tests/test_foreign_redirects.py).
         _, token = github
-        elsewhere = "https://elsewhere.example/login"
-        provider_server.answer(302, b"", headers={"Location": elsewhere})
+        provider_server.answer(302, b"", headers={"Location": f"{provider_server.url}/login"})
         response = call(token, "GET", "github", "/user")
         assert response.status_code == 302
-        assert response["Location"] == elsewhere
+        assert response["Location"] == f"http://testserver{PROXY_PREFIX}/github/login"
         assert len(provider_server.requests) == 1
 
     def test_an_echoed_value_is_redacted_in_body_and_headers(self, github, provider_server):

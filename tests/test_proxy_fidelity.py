@@ -54,11 +54,13 @@ class TestTheProvidersAddressesMoveOntoTheProxy:
         assert response["Content-Location"] == f"{PROXY_URL}/repos/o/r/issues/7?x=1#top"
 
     def test_an_address_elsewhere_passes_unchanged(self, github, provider_server):
+        # Not a redirect (a 302 to GET that leaves the service is followed by credvault:
+        # tests/test_foreign_redirects.py); a relative reference is moved like any other
+        # (tests/test_answer_addresses.py).
         elsewhere = "https://uploads.example.com/repos/o/r"
-        relative = "issues?page=2"
-        provider_server.answer(302, b"", headers={"Location": elsewhere, "Link": f"<{relative}>"})
-        response = call(github, "GET", "github", "/repos/o/r")
-        assert (response["Location"], response["Link"]) == (elsewhere, f"<{relative}>")
+        provider_server.answer(201, {}, headers={"Location": elsewhere, "Link": f"<{elsewhere}>"})
+        response = call(github, "POST", "github", "/repos/o/r", body=b"{}")
+        assert (response["Location"], response["Link"]) == (elsewhere, f"<{elsewhere}>")
 
 
 class TestOntoProxy:
@@ -74,8 +76,9 @@ class TestOntoProxy:
             ("HTTPS://API.OpenAI.com:443/v1", PROXY),
             ("//api.openai.com/v1/models", f"{PROXY}/models"),
             ("/v1/models#x", f"{PROXY}/models#x"),
-            ("/v10/models", "/v10/models"),
-            ("/v2/models", "/v2/models"),
+            # Outside the base: absolute at the provider, never resolved against credvault.
+            ("/v10/models", "https://api.openai.com/v10/models"),
+            ("/v2/models", "https://api.openai.com/v2/models"),
             ("http://api.openai.com/v1/models", "http://api.openai.com/v1/models"),
             ("https://api.openai.com:8443/v1/models", "https://api.openai.com:8443/v1/models"),
             ("https://api.openai.com:x/v1", "https://api.openai.com:x/v1"),

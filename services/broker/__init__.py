@@ -11,5 +11,8 @@ One module per concern, in the order a request meets them:
 - `headers`: which of the agent's headers reach the provider.
 - `redaction`: every injected secret, in each form a provider may write it, as `[REDACTED]`.
 - `answers`: the provider's answer as the agent receives it, and the failures of the call.
+- `locations`: the provider's addresses in an answer (headers, JSON bodies) judged where they
+  lead and moved onto the proxy.
+- `redirects`: a redirect that leaves the service, followed without the credential or refused.
 - `call`: the whole rule, from the agent's request to its audit event.
 """

@@ -70,6 +70,23 @@ def passed_whole(answer: outbound.OpenAnswer, *, method: str) -> bool:
     return length is not None and length <= WHOLE_ANSWER_MOST
 
 
+def addresses_in_body(answer: outbound.OpenAnswer, *, answer_urls: str, method: str) -> bool:
+    """Whether the answer's body is JSON whose absolute URLs are moved onto the proxy: the
+    catalog says the provider's answers carry them (`answer_urls = "json"`) and the answer's
+    Content-Type is JSON (`application/json`, or a `+json` type). Such a body is read whole
+    (at most CREDVAULT_PROXY_MAX_RESPONSE) before it is passed on, whatever its length, and its
+    length is the rewritten body's."""
+    if answer_urls != "json" or method == "HEAD":
+        return False
+    content_type = next(
+        (value for name, value in answer.headers if name.lower() == "content-type"), ""
+    )
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 def agents_headers(
     answer: outbound.OpenAnswer, redaction: Redaction, *, method: str
 ) -> list[tuple[str, str]]:

@@ -6,17 +6,21 @@ method the request names counted, nothing stored: refused, nothing sent); an end
 mints a credential needs a grant that names it (sensitive endpoints); the token's calls in
 flight are counted (at most CREDVAULT_PROXY_MAX_CONCURRENT); the set is made usable (refreshed
 first when it is an OAuth set about to expire); the destination and the credential's placement
-come from the catalog; the call goes through the strict outbound client; the answer is passed
-back with every injected value redacted and its addresses moved onto the proxy, whole when it
-is short, else as it arrives (`streams`). A call answered 401 for an OAuth set is refreshed once
+come from the catalog; the call goes through the strict outbound client; a redirect that
+leaves the service is followed without the credential, or refused (`redirects`); the answer is
+passed back with every injected value redacted and its addresses moved onto the proxy
+(`locations`), whole when it is short or its JSON body carries them, else as it arrives
+(`streams`). A call answered 401 for an OAuth set is refreshed once
 and retried once, for the methods a provider may receive twice. Each call is one audit event:
-`agent.proxy`, service, method, path without its query, the provider's status; a streamed
+`agent.proxy`, service, method, path without its query, the provider's status (the last
+answer's, for a followed redirect); a streamed
 answer's is written once its body has ended, with how it ended.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ from services.access import GrantedSet, granted_set, refreshed_set, usable_set
 from services.audit import Actor, Operation
 from services.broker.answers import (
     ProxyAnswer,
+    addresses_in_body,
     agents_headers,
     failure,
     passed_whole,
@@ -41,10 +46,11 @@ from services.broker.answers import (
 from services.broker.destination import Base, checked_base, destination_for, placed_credential
 from services.broker.headers import outbound_headers
 from services.broker.limits import call_in_flight
-from services.broker.locations import onto_proxy
+from services.broker.locations import json_onto_proxy, onto_proxy
 from services.broker.methods import methods_named
 from services.broker.paths import ProxyPath, checked_path, grant_allows
 from services.broker.redaction import Redaction
+from services.broker.redirects import followed
 from services.broker.streams import PassedOn
 from services.exceptions import (
     InvalidProxyPath,
@@ -94,6 +100,7 @@ class ProxyRequest:
 def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") -> ProxyAnswer:
     """Make the agent's call to its provider with the stored credential; record its event
     (`via`: where the call came from besides the proxy route, `mcp`)."""
+    started = time.monotonic()
     path = checked_path(request.raw_path)
     checked_base(catalog.get(service), request.base)
     methods = methods_named(method=request.method, headers=request.headers, query=request.query)
@@ -117,11 +124,27 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     with ExitStack() as in_flight:
         in_flight.enter_context(call_in_flight(token_prefix=actor.token_prefix))
         sent = _call_provider(actor, service, provider, found, request, path, methods)
-        answer = sent.answer
+        landed = followed(
+            sent.answer,
+            method=request.method,
+            request_url=sent.request_url,
+            api_base=sent.api_base,
+            pool_key=(actor.account_id, service),
+            started=started,
+        )
+        answer = landed.answer
         readable(answer)
         redaction = Redaction(sent.injected)
         headers = agents_headers(answer, redaction, method=request.method)
-        headers = onto_proxy(headers, api_base=sent.api_base, proxy_url=request.proxy_url)
+        headers = onto_proxy(
+            headers,
+            api_base=sent.api_base,
+            proxy_url=request.proxy_url,
+            request_url=landed.request_url,
+        )
+        moved_in_body = bool(request.proxy_url) and addresses_in_body(
+            answer, answer_urls=provider.answer_urls, method=request.method
+        )
         recorded = partial(
             audit.record,
             actor,
@@ -133,11 +156,13 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
             upstream_status=answer.status,
             via=via,
         )
-        if passed_whole(answer, method=request.method):
+        if passed_whole(answer, method=request.method) or moved_in_body:
             try:
                 body = answer.read_all()
             except outbound.OutboundError as exc:
                 raise failure(exc.kind) from None
+            if moved_in_body:
+                body = json_onto_proxy(body, api_base=sent.api_base, proxy_url=request.proxy_url)
             recorded()
             return ProxyAnswer(answer.status, headers, redaction.apply(body))
         # Streamed: the call stays in flight, and its event waits, until the body has ended.
@@ -184,11 +209,12 @@ def _refuse_sensitive(
 @dataclass(frozen=True, slots=True)
 class Sent:
     """A request sent to the provider: its answer (the head in, the body still to read), every
-    value it injected (for the redaction), and the API base it went to."""
+    value it injected (for the redaction), the API base it went to, and its URL."""
 
     answer: outbound.OpenAnswer
     injected: tuple[str, ...]
     api_base: str
+    request_url: str
 
 
 def _call_provider(
@@ -268,5 +294,6 @@ def _send(
         )
     except outbound.OutboundError as exc:
         raise failure(exc.kind) from None
-    api_base = f"{destination.scheme}://{destination.authority}"
-    return Sent(answer, placed.sent, api_base + destination.base_path + placed.path_prefix)
+    origin = f"{destination.scheme}://{destination.authority}"
+    api_base = origin + destination.base_path + placed.path_prefix
+    return Sent(answer, placed.sent, api_base, origin + target)

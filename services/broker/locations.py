@@ -1,88 +1,320 @@
-"""The provider's own addresses in an answer, moved onto the proxy: a `Location`,
-`Content-Location` or `Link` value that points under the service's API base is rewritten to the
-same place under the URL at which the agent reaches the service through credvault, so that an
-SDK's next page or a redirect stays on credvault (and never carries the agent token to the
-provider). Any other value passes unchanged.
+"""The provider's own addresses in an answer, judged and moved onto the proxy: one definition
+of "does this address stay under the service's API base, and where does it go" for the
+`Location`, `Content-Location` and `Link` headers, for the absolute URLs in a JSON body, and for
+the redirects credvault follows (`redirects`).
 
-`https://api.github.com/user/repos?page=2` becomes
-`https://credvault.example/api/v1/agent/proxy/github/user/repos?page=2`; a reference by path
-alone (`/user/repos?page=2`), which the agent would resolve against credvault's host, moves the
-same way; a relative one (`repos?page=2`) already resolves under the proxy and is left alone.
+An address is first resolved against the URL of the provider's request that answered it (RFC
+3986 5.2), and its dot segments removed, `%2e` read as `.` while they are (`/v1/%2e%2e/x` is
+`/x`, since a server may decode it before it routes): only then is it judged. One whose scheme,
+host and port are the base's, and whose path is the base's path or below it, stays under the
+base, and moves to the same place under the URL at which the agent reaches the service through
+credvault: `https://api.github.com/user/repos?page=2` becomes
+`https://credvault.example/api/v1/agent/proxy/github/user/repos?page=2`, and so do
+`/user/repos?page=2` and `repos?page=2` in an answer to `/user/...`. The moved address is
+always absolute and holds no dot segment, so no agent can resolve it elsewhere in credvault
+(`../stripe/x` from `/v1/files` is the provider's `/stripe/x`, moved under the service's own
+proxy URL, never credvault's `/api/v1/agent/proxy/stripe/x`).
+
+An address that leaves the service (another host, or a path outside the base) is passed as it
+came when it is absolute; a reference that is not absolute is passed as the absolute URL it
+resolves to at the provider, so that an agent never resolves it against credvault's own URL.
+An address that holds a backslash, a space or a control character is never judged to stay
+(clients differ on what it means). A header whose absolute address is on credvault's own host
+but outside the service's proxy URL (another service's proxy, the agent read) is dropped: no
+answer of a provider steers an SDK into another part of credvault with the agent token.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
 
 REWRITTEN_HEADERS = frozenset({"location", "content-location", "link"})
 # A Link value's URI references: `<https://...>; rel="next", <...>; rel="last"`.
 _LINK_TARGET = re.compile(r"<([^>]*)>")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# What no address that credvault judges may hold: clients read a backslash as a slash, or not.
+_UNJUDGED = re.compile(r"[\x00-\x20\x7f\\]")
+_DOT = re.compile(r"%2e", re.IGNORECASE)
+_ABSOLUTE = re.compile(r"https?://", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """An address as judged: `url`, the absolute URL it resolves to (dot segments removed), or
+    "" when it cannot be judged; `rest`, what follows the base in it (its path below the base,
+    query, fragment), or None when it does not stay under the base."""
+
+    url: str
+    rest: str | None
+
+    @property
+    def stays(self) -> bool:
+        return self.rest is not None
+
+
+def judged(reference: str, *, api_base: str, request_url: str = "") -> Judged:
+    """`reference` resolved against `request_url` (the provider's request that answered it;
+    the base itself when not given) and judged against `api_base`."""
+    return _Base(api_base).judged(reference, request_url)
 
 
 def onto_proxy(
-    headers: list[tuple[str, str]], *, api_base: str, proxy_url: str
+    headers: list[tuple[str, str]], *, api_base: str, proxy_url: str, request_url: str = ""
 ) -> list[tuple[str, str]]:
-    """`headers` with each address under `api_base` moved under `proxy_url` (no change when
-    `proxy_url` is empty)."""
+    """`headers` with each address of Location, Content-Location and Link that stays under
+    `api_base` moved under `proxy_url`, and each reference that leaves it made absolute (no
+    change when `proxy_url` is empty). `request_url`: the provider's request that answered."""
     if not proxy_url:
         return headers
     base = _Base(api_base)
+    proxy = _Base(proxy_url)
     moved = []
     for name, value in headers:
         lower = name.lower()
+        if lower not in REWRITTEN_HEADERS:
+            moved.append((name, value))
+            continue
         if lower == "link":
-            value = _LINK_TARGET.sub(lambda match: f"<{base.moved(match[1], proxy_url)}>", value)
-        elif lower in REWRITTEN_HEADERS:
-            value = base.moved(value.strip(), proxy_url)
+            given = [base.moved(t, proxy_url, request_url) for t in _LINK_TARGET.findall(value)]
+            value = _LINK_TARGET.sub(_Replaced(given), value)
+        else:
+            given = [base.moved(value.strip(), proxy_url, request_url)]
+            value = given[0]
+        if any(proxy.elsewhere_in_credvault(address) for address in given):
+            continue  # the provider names credvault's own API beyond this service: dropped
         moved.append((name, value))
     return moved
+
+
+class _Replaced:
+    """A Link value's targets replaced, in order, by `given`."""
+
+    def __init__(self, given: list[str]) -> None:
+        self._given = iter(given)
+
+    def __call__(self, match: re.Match[str]) -> str:
+        return f"<{next(self._given)}>"
+
+
+def json_onto_proxy(body: bytes, *, api_base: str, proxy_url: str) -> bytes:
+    """A JSON document's string values that are absolute URLs staying under `api_base`, moved
+    under `proxy_url` (`body` as it is when `proxy_url` is empty).
+
+    Every other byte is kept as it came (spacing, order, escapes, numbers): each moved string
+    alone is written anew, as JSON writes it (UTF-8, `\\/` for `/` where the provider wrote
+    `\\/`). Member names, and strings that are not absolute URLs on the base's host, are never
+    changed. The body is scanned, not parsed: only a string that starts with the base's scheme
+    and host (its slashes escaped or not, or its `h` written `\\u0068`) is read and judged, so
+    the cost is one regular-expression pass over the body and a little per address. A body that
+    is not JSON is scanned as if it were, so only what reads as a JSON string there can move."""
+    if not proxy_url or not body:
+        return body
+    return _JsonAddresses(_Base(api_base), proxy_url).moved(body)
+
+
+class _JsonAddresses:
+    """The scan of `json_onto_proxy` for one base and proxy URL."""
+
+    __slots__ = ("base", "pattern", "proxy_url", "written_proxy_url")
+
+    def __init__(self, base: _Base, proxy_url: str) -> None:
+        self.base = base
+        self.proxy_url = proxy_url
+        self.written_proxy_url = proxy_url.encode()
+        host = re.escape(base.host.encode())
+        # A string token (its opening quote not escaped) that starts with the base's scheme and
+        # host, or with an escaped `h`, and that is not a member's name (no `:` follows it).
+        self.pattern = re.compile(
+            rb'(?<!\\)"(?:'
+            + re.escape(base.scheme.encode())
+            + rb":(?:\\?/){2}"
+            + host
+            + rb'(?=[:/?#"\\])|\\u00[46]8)'
+            + rb'(?:[^"\\\x00-\x1f]|\\.)*"'
+            + rb"(?![ \t\r\n]*:)",
+            re.IGNORECASE,
+        )
+
+    def moved(self, body: bytes) -> bytes:
+        return self.pattern.sub(self._moved, body)
+
+    def _moved(self, match: re.Match[bytes]) -> bytes:
+        token = match.group()
+        inner = token[1:-1]
+        try:
+            escaped = b"\\" in inner
+            value = json.loads(token) if escaped else inner.decode()
+        except ValueError:  # not JSON, or not UTF-8
+            return token
+        rest = self.base.rest_of_absolute(value)
+        if rest is None:
+            return token
+        if not escaped:
+            # No quote, backslash or control character in it: JSON as it stands.
+            return b'"' + self.written_proxy_url + rest.encode() + b'"'
+        written = json.dumps(self.proxy_url + rest, ensure_ascii=False)
+        if b"\\/" in token:
+            written = written.replace("/", "\\/")
+        return written.encode()
+
+
+def without_dot_segments(path: str) -> str:
+    """`path` (absolute, or empty) with its `.` and `..` segments removed (RFC 3986 5.2.4),
+    each segment read with `%2e` as `.`; the other segments are kept as they are."""
+    if not path:
+        return ""
+    segments = path.split("/")[1:]
+    kept: list[str] = []
+    for position, segment in enumerate(segments):
+        last = position == len(segments) - 1
+        dotted = _DOT.sub(".", segment)
+        if dotted == "..":
+            if kept:
+                kept.pop()
+        elif dotted != ".":
+            kept.append(segment)
+            continue
+        if last:
+            kept.append("")  # `/a/..` is `/`, `/a/.` is `/a/`
+    return "/" + "/".join(kept)
 
 
 class _Base:
     """The service's API base: scheme, host, port and path."""
 
-    __slots__ = ("host", "path", "port", "scheme")
+    __slots__ = ("host", "path", "port", "prefix", "scheme", "url")
 
     def __init__(self, api_base: str) -> None:
         parts = urlsplit(api_base)
+        self.url = api_base
+        self.prefix = api_base.rstrip("/")
         self.scheme = parts.scheme.lower()
         self.host = (parts.hostname or "").lower()
         self.port = parts.port or _DEFAULT_PORTS.get(self.scheme)
         self.path = parts.path.rstrip("/")
 
-    def moved(self, reference: str, proxy_url: str) -> str:
-        """`reference` under `proxy_url` when it points under the base, else as it is."""
-        rest = self._below(reference)
-        return reference if rest is None else proxy_url + rest
-
-    def _below(self, reference: str) -> str | None:
-        """What follows the base in `reference` (its path below the base, query, fragment),
-        or None when it does not point under the base."""
-        if reference.startswith("//"):
-            reference = f"{self.scheme}:{reference}"
-        elif reference.startswith("/"):
-            return self._below_path(reference)
-        try:
-            parts = urlsplit(reference)
-            port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
-        except ValueError:  # a port that is not a number
+    def rest_of_absolute(self, value: str) -> str | None:
+        """What follows the base in `value` when it is an absolute http(s) URL that stays under
+        it, else None. An address written as the base is, with no dot segment and nothing to
+        judge, is read at once; any other is resolved and judged in full."""
+        if not _ABSOLUTE.match(value):
             return None
+        if value.startswith(self.prefix):
+            rest = value[len(self.prefix) :]
+            if (
+                (not rest or rest[0] in "/?#")
+                and "/." not in rest
+                and "%2e" not in rest.lower()
+                and not _UNJUDGED.search(rest)
+            ):
+                return rest
+        return self.judged(value, "").rest
+
+    def moved(self, reference: str, proxy_url: str, request_url: str) -> str:
+        """`reference` under `proxy_url` when it stays under the base; else as it came when it
+        is absolute, or the absolute URL it resolves to at the provider."""
+        judged = self.judged(reference, request_url)
+        if judged.rest is not None:
+            return proxy_url + judged.rest
+        if _Parts(reference).scheme:
+            return reference
+        return judged.url or urljoin(request_url or self.url + "/", reference)
+
+    def elsewhere_in_credvault(self, reference: str) -> bool:
+        """Whether `reference`, an absolute URL, is on this base's host (credvault's, for the
+        agent's proxy URL) but not under it: an answer that names another service's proxy or
+        credvault's own API."""
+        if not _Parts(reference).scheme:
+            return False
+        address = self.judged(reference, "")
+        if address.stays:
+            return False
+        try:
+            parts = urlsplit(address.url or reference)
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+        except ValueError:
+            return False
+        return ((parts.hostname or "").lower(), port) == (self.host, self.port)
+
+    def judged(self, reference: str, request_url: str) -> Judged:
+        if _UNJUDGED.search(reference):
+            return Judged("", None)
+        try:
+            address = _resolved(reference, request_url or self.url + "/")
+            parts = urlsplit(address.url)
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+        except ValueError:  # a port that is not a number, a malformed IPv6 host
+            return Judged("", None)
         if (parts.scheme.lower(), (parts.hostname or "").lower(), port) != (
             self.scheme,
             self.host,
             self.port,
         ):
-            return None
-        return self._below_path(reference[len(parts.scheme) + 3 + len(parts.netloc) :])
+            return Judged(address.url, None)
+        path = address.path or "/"
+        if path != self.path and not path.startswith(self.path + "/"):
+            return Judged(address.url, None)  # `/v10` is not under `/v1`
+        rest = path[len(self.path) :]
+        if not address.path:
+            rest = ""  # `https://api.example.com` is the base itself
+        return Judged(address.url, rest + address.after_path)
 
-    def _below_path(self, target: str) -> str | None:
-        """`target` (a path with its query and fragment) less the base path, when it is under
-        it."""
-        if not target.startswith(self.path):
-            return None
-        rest = target[len(self.path) :]
-        if rest and rest[0] not in "/?#":
-            return None  # `/v10` is not under `/v1`
-        return rest
+
+@dataclass(frozen=True, slots=True)
+class _Address:
+    """An absolute URL as resolved: the whole, its path, and its query and fragment with their
+    marks (`?...#...`: an empty query or fragment is kept as the address had it)."""
+
+    url: str
+    path: str
+    after_path: str
+
+
+def _resolved(reference: str, request_url: str) -> _Address:
+    """`reference` resolved against `request_url` (RFC 3986 5.2.2), its path without dot
+    segments. Raises ValueError for what does not parse."""
+    ref = _Parts(reference)
+    base = _Parts(request_url)
+    if ref.scheme:
+        scheme, authority, path, query = ref.scheme, ref.authority, ref.path, ref.query
+    elif ref.authority is not None:
+        scheme, authority, path, query = base.scheme, ref.authority, ref.path, ref.query
+    else:
+        scheme, authority = base.scheme, base.authority
+        if not ref.path:
+            path = base.path
+            query = ref.query if ref.query is not None else base.query
+        elif ref.path.startswith("/"):
+            path, query = ref.path, ref.query
+        else:
+            directory = base.path[: base.path.rfind("/") + 1] if base.path else "/"
+            path, query = directory + ref.path, ref.query
+    if authority is None or not scheme:
+        raise ValueError("an absolute URL has a scheme and an authority")
+    if path and not path.startswith("/"):
+        raise ValueError("a path after an authority starts with /")
+    path = without_dot_segments(path)
+    after = ("" if query is None else f"?{query}") + (
+        "" if ref.fragment is None else f"#{ref.fragment}"
+    )
+    return _Address(f"{scheme}://{authority}{path}{after}", path, after)
+
+
+class _Parts:
+    """A URI reference's five parts (RFC 3986 appendix B): None for a part it does not have,
+    which differs from an empty one (`?` is an empty query)."""
+
+    __slots__ = ("authority", "fragment", "path", "query", "scheme")
+
+    _SPLIT = re.compile(
+        r"^(?:([A-Za-z][A-Za-z0-9+.-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$",
+        re.DOTALL,
+    )
+
+    def __init__(self, reference: str) -> None:
+        found = self._SPLIT.match(reference)
+        assert found is not None  # every string matches
+        self.scheme, self.authority, self.path, self.query, self.fragment = found.groups()
