@@ -361,6 +361,7 @@ class Provider:
     def base_names(self) -> tuple[str, ...]:
         """What a call or a grant may name after `~`: each base, then `host` with a pattern."""
         return (*self.bases, *((HOST_BASE,) if self.host_pattern is not None else ()))
+
     # `json` when its JSON answers carry absolute URLs of its API (a next page's): brokered
     # answers have them moved onto the proxy (services/broker/locations.py).
     answer_urls: str = ""
