@@ -42,6 +42,17 @@ def _segments(path: str) -> list[str]:
     return [segment.split(";", 1)[0].lower() for segment in path.strip("/").split("/") if segment]
 
 
+def path_covers(pattern: str, path: str) -> bool:
+    """Whether a catalog path pattern covers `path` or a path below it: segment by segment,
+    without regard to case, `*` matching within one segment, each segment judged by its part
+    before a `;`."""
+    wanted = _segments(pattern)
+    segments = _segments(path)
+    return len(segments) >= len(wanted) and all(
+        fnmatchcase(segment, part) for segment, part in zip(segments, wanted, strict=False)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SensitiveEndpoint:
     methods: tuple[str, ...]
@@ -50,11 +61,7 @@ class SensitiveEndpoint:
     docs: str
 
     def _covers(self, path: str) -> bool:
-        pattern = _segments(self.path)
-        segments = _segments(path)
-        return len(segments) >= len(pattern) and all(
-            fnmatchcase(segment, part) for segment, part in zip(segments, pattern, strict=False)
-        )
+        return path_covers(self.path, path)
 
     def matches(self, method: str, path: str) -> bool:
         """Whether a call of `method` on the decoded `path` reaches this endpoint."""

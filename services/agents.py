@@ -112,6 +112,7 @@ def _put_once(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut
                 access=grant.access,
                 methods=list(grant.methods),
                 paths=list(grant.paths),
+                graphql=list(grant.graphql),
             )
             for grant in services
         )

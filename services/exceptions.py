@@ -426,3 +426,11 @@ def problem_code_choices() -> list[tuple[str, str]]:
     for problem in _problem_classes():
         details.setdefault(problem.default_code, str(problem.default_detail))
     return sorted(details.items())
+
+
+class InvalidGraphQL(ProblemError):
+    default_code = "invalid_graphql"
+    default_detail = (
+        "A brokered call to a GraphQL endpoint must be a GraphQL request credvault can read: "
+        "JSON with a `query` document that parses (or a batch of them)."
+    )

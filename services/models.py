@@ -222,7 +222,9 @@ def the_whole_api() -> list[str]:
 
 class Grant(models.Model):
     """Lets an agent use the credentials of one service identifier (connected or not): through
-    brokered calls with `methods` under `paths`, and with access `read` the plaintext too."""
+    brokered calls with `methods` under `paths`, and with access `read` the plaintext too. A
+    GraphQL mutation that creates, reveals or widens a credential is allowed only when
+    `graphql` names it."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="grants")
     service = models.CharField(max_length=64)
@@ -230,6 +232,11 @@ class Grant(models.Model):
     access = models.CharField(max_length=8, choices=GrantAccess.choices, default=GrantAccess.PROXY)
     methods = models.JSONField(default=every_method, help_text="HTTP methods allowed through.")
     paths = models.JSONField(default=the_whole_api, help_text="Path prefixes allowed.")
+    graphql = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Sensitive GraphQL mutations allowed by name (none by default).",
+    )
 
     class Meta:
         ordering = ["agent_id", "service"]

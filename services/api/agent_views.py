@@ -49,6 +49,7 @@ def grant_body(grant: GrantSpec) -> dict:
         "access": str(grant.access),
         "methods": list(grant.methods),
         "paths": list(grant.paths),
+        "graphql": list(grant.graphql),
     }
 
 
@@ -84,8 +85,9 @@ class AgentView(AccountAPIView):
         summary="Create an agent or replace its grants",
         tags=["agents"],
         description="Each grant is a service identifier (brokered access, every method, every "
-        "path) or an object with `access`, `methods` and `paths`; a service need not be "
-        "connected yet. Removing a grant ends the agent's access to that service at once.",
+        "path) or an object with `access`, `methods`, `paths` and `graphql` (the sensitive "
+        "GraphQL mutations it allows by name); a service need not be connected yet. Removing "
+        "a grant ends the agent's access to that service at once.",
         request=AgentInputSerializer,
         examples=AGENT_EXAMPLES,
         responses={

@@ -392,6 +392,7 @@ def parse_grants(data: Any) -> list[Given]:
                 access=entry.get("access", GrantAccess.PROXY),
                 methods=entry.get("methods", PROXY_METHODS),
                 paths=entry.get("paths", (WHOLE_API,)),
+                graphql=entry.get("graphql", ()),
             ),
             where,
             service_field,

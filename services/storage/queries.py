@@ -150,8 +150,9 @@ class StoredField:
 
 @dataclass(frozen=True, slots=True)
 class GrantedSet:
-    """What an agent's grant allows (`access`, `methods`, `paths`) and reaches: the stored
-    set, or `fields` empty when nothing is."""
+    """What an agent's grant allows (`access`, `methods`, `paths`, the sensitive GraphQL
+    mutations it names in `graphql`) and reaches: the stored set, or `fields` empty when
+    nothing is."""
 
     access: str
     methods: tuple[str, ...]
@@ -161,6 +162,7 @@ class GrantedSet:
     generation: int | None
     status: str | None
     fields: tuple[StoredField, ...]
+    graphql: tuple[str, ...] = ()
 
 
 def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> GrantedSet | None:
@@ -173,8 +175,8 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
         rows = cursor.fetchall()
     if not rows:
         return None
-    access, methods, paths, key_type, connected_at, generation, status = rows[0][:7]
-    fields = tuple(StoredField(*row[7:]) for row in rows if row[7] is not None)
+    access, methods, paths, key_type, connected_at, generation, status, graphql = rows[0][:8]
+    fields = tuple(StoredField(*row[8:]) for row in rows if row[8] is not None)
     return GrantedSet(
         access,
         tuple(_json_list(methods)),
@@ -184,6 +186,7 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
         generation,
         status,
         fields,
+        graphql=tuple(_json_list(graphql)),
     )
 
 

@@ -5,20 +5,22 @@ from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
 from services.agents import put_agent
 from services.audit import Actor
-from services.grants import GRANT_PATH_RULE, GrantSpec, option_errors
+from services.grants import GRANT_PATH_RULE, GrantSpec, graphql_errors, option_errors
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
 
 
 def _grant_text(grant: GrantSpec) -> str:
     methods = "all methods" if grant.methods == PROXY_METHODS else ",".join(grant.methods)
-    return f"{grant.service} ({grant.access}, {methods}, {','.join(grant.paths)})"
+    mutations = f", GraphQL {','.join(grant.graphql)}" if grant.graphql else ""
+    return f"{grant.service} ({grant.access}, {methods}, {','.join(grant.paths)}{mutations})"
 
 
 class Command(CredvaultCommand):
     help = (
         "Create an agent of an account (or replace its grants) with the given services: "
-        "brokered access by default, the plaintext read too with --read. --method and --path "
-        "apply to every --service. Recorded in the account's audit chain with the actor `cli`."
+        "brokered access by default, the plaintext read too with --read. --method, --path and "
+        "--graphql apply to every --service. Recorded in the account's audit chain with the "
+        "actor `cli`."
     )
 
     def add_arguments(self, parser) -> None:
@@ -43,6 +45,14 @@ class Command(CredvaultCommand):
             default=[],
             help="A path prefix allowed through the proxy; repeatable (default: /).",
         )
+        parser.add_argument(
+            "--graphql",
+            action="append",
+            default=[],
+            metavar="MUTATION",
+            help="A sensitive GraphQL mutation of the service allowed by name; repeatable "
+            "(default: none).",
+        )
 
     def handle(
         self,
@@ -53,6 +63,7 @@ class Command(CredvaultCommand):
         read: bool,
         method: list[str],
         path: list[str],
+        graphql: list[str],
         **options,
     ) -> None:
         access = GrantAccess.READ if read else GrantAccess.PROXY
@@ -67,12 +78,16 @@ class Command(CredvaultCommand):
             raise CommandError(str(exc)) from None
         except InvalidIdentifier:
             raise CommandError(f"agent names and services are {SERVICE_RULE}") from None
+        for each in services:
+            for error in graphql_errors(service=each, graphql=graphql):
+                raise CommandError(f"--graphql for {each}: {error['message']}")
         grants = [
             GrantSpec.given(
                 each,
                 access=access,
                 methods=method or PROXY_METHODS,
                 paths=path or (WHOLE_API,),
+                graphql=graphql,
             )
             for each in services
         ]
