@@ -17,7 +17,9 @@ A request on that path is read as one GraphQL request or a batch of them: a JSON
 type `application/json`, UTF-8) that is one request object or a non-empty array of them, each
 `{"query", "operationName"?, "variables"?, "extensions"?}` and nothing else; or a body of media
 type `application/graphql`, the document itself; and a `query` parameter of the query string
-(GET), with its `operationName`. Whatever the method, every document a request carries is read.
+(GET), with its `operationName` (the query string split at `&` and at `;`, as Rack 2 splits it).
+Whatever the method, every document a request carries is read; an `operationName` in the query
+string makes every operation of the body's documents count (servers differ on which wins).
 Refused as invalid (`InvalidGraphQLRequest`): a body of another media type or charset (a
 provider that read it as a form would run a document credvault never saw), JSON that does not
 parse, a member twice in one object (parsers disagree on which one wins), a request without
@@ -180,9 +182,9 @@ def _parse_mutation(entry: Any, where: str) -> SensitiveMutation:
 def selected_mutations(*, body: bytes, content_type: str, query: str) -> frozenset[str]:
     """The top-level mutation fields that a request on a GraphQL endpoint may execute, over
     every document it carries (its body, its `query` parameter). Raises InvalidGraphQLRequest."""
-    documents = _query_string_documents(query)
+    documents, url_names = _query_string_documents(query)
     if body:
-        documents += _body_documents(body, content_type, documents)
+        documents += _body_documents(body, content_type, url_names)
     budget = MAX_GRAPHQL_TOKENS
     selected: set[str] = set()
     for text, operation_name in documents:
@@ -192,13 +194,22 @@ def selected_mutations(*, body: bytes, content_type: str, query: str) -> frozens
     return frozenset(selected)
 
 
-def _query_string_documents(query: str) -> list[tuple[str, str | None]]:
-    params = parse_qsl(query, keep_blank_values=True)
-    texts = [value for name, value in params if name == "query"]
-    names = [value for name, value in params if name == "operationName"]
-    if len(texts) > 1 or len(names) > 1:
-        raise InvalidGraphQLRequest("The query string names `query` or `operationName` twice.")
-    return [(texts[0], names[0] if names else None)] if texts else []
+def _query_string_documents(query: str) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """The documents of the query string's `query` parameter, and its `operationName`s. Read
+    split at `&` and, as Rack 2 splits it too, at `;`: each reading's value counts."""
+    texts: set[str] = set()
+    names: set[str] = set()
+    for separated in {query, query.replace(";", "&")}:
+        params = parse_qsl(separated, keep_blank_values=True)
+        found = [value for name, value in params if name == "query"]
+        named = [value for name, value in params if name == "operationName"]
+        if len(found) > 1 or len(named) > 1:
+            raise InvalidGraphQLRequest("The query string names `query` or `operationName` twice.")
+        texts.update(found)
+        names.update(named)
+    # One operation name read one way: it chooses; else every operation counts.
+    chosen = next(iter(names)) if len(names) == 1 else None
+    return [(text, chosen) for text in sorted(texts)], sorted(names)
 
 
 def _media_type(content_type: str) -> tuple[str, dict[str, str]]:
@@ -211,10 +222,13 @@ def _media_type(content_type: str) -> tuple[str, dict[str, str]]:
 
 
 def _body_documents(
-    body: bytes, content_type: str, from_query: list[tuple[str, str | None]]
+    body: bytes, content_type: str, url_names: list[str]
 ) -> list[tuple[str, str | None]]:
+    """The body's documents, each with the operation name that chooses its operation: none
+    (every operation counts) when the query string names one too, since some servers let the
+    URL's `operationName` win over the body's."""
     media, params = _media_type(content_type)
-    if params.get("charset", "utf-8") != "utf-8" or media not in (
+    if params.get("charset", "utf-8") not in ("utf-8", "utf8") or media not in (
         JSON_MEDIA_TYPE,
         GRAPHQL_MEDIA_TYPE,
     ):
@@ -227,7 +241,7 @@ def _body_documents(
     except UnicodeDecodeError:
         raise InvalidGraphQLRequest("The body is not UTF-8.") from None
     if media == GRAPHQL_MEDIA_TYPE:
-        return [(text, from_query[0][1] if from_query else None)]
+        return [(text, None)]
     try:
         data = json.loads(text, object_pairs_hook=_one_each)
     except (ValueError, RecursionError):
@@ -237,7 +251,8 @@ def _body_documents(
     requests = data if isinstance(data, list) else [data]
     if not requests:
         raise InvalidGraphQLRequest("A batch holds at least one request.")
-    return [_request_document(request, index) for index, request in enumerate(requests)]
+    documents = [_request_document(request, index) for index, request in enumerate(requests)]
+    return [(text, None if url_names else name) for text, name in documents]
 
 
 def _one_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

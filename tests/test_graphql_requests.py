@@ -135,6 +135,24 @@ class TestSelectedMutations:
         assert selected_mutations(body=benign, content_type=JSON, query=query) == {"apiKeyCreate"}
         assert selected_mutations(body=b"", content_type="", query="first=1") == frozenset()
 
+    def test_the_query_string_is_read_split_at_semicolons_too(self):
+        # Rack 2 (Rails) splits a query string at `;` as well as `&`.
+        query = "first=1;query=mutation%7BapiKeyCreate%7Bsuccess%7D%7D"
+        assert selected_mutations(body=b"", content_type="", query=query) == {"apiKeyCreate"}
+
+    def test_an_operation_name_in_the_url_makes_every_body_operation_count(self):
+        # Some servers let the URL's operationName win over the body's.
+        document = f"query Me {VIEWER} mutation Key {{ apiKeyCreate {{ success }} }}"
+        body = json.dumps({"query": document, "operationName": "Me"}).encode()
+        chosen = selected_mutations(body=body, content_type=JSON, query="operationName=Key")
+        assert chosen == {"apiKeyCreate"}
+        assert selected_mutations(body=body, content_type=JSON, query="") == frozenset()
+
+    def test_utf8_is_named_either_way(self):
+        for charset in ("utf-8", "UTF-8", '"utf-8"', "utf8"):
+            content_type = f"application/json; charset={charset}"
+            assert selected({"query": KEY}, content_type=content_type) == {"apiKeyCreate"}
+
     def test_an_application_graphql_body_is_the_document(self):
         assert selected(KEY.encode(), content_type="application/graphql") == {"apiKeyCreate"}
 
