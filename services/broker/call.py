@@ -108,14 +108,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
             "catalog with CREDVAULT_EXTRA_CATALOG."
         )
     _refuse_sensitive(provider, found, methods, path)
-    refuse_sensitive_mutations(
-        provider=provider,
-        found=found,
-        path=path,
-        headers=request.headers,
-        query=request.query,
-        body=request.body,
-    )
+    refuse_sensitive_mutations(provider=provider, found=found, path=path, request=request)
     with ExitStack() as in_flight:
         in_flight.enter_context(call_in_flight(token_prefix=actor.token_prefix))
         sent = _call_provider(actor, service, provider, found, request, path, methods)
@@ -212,14 +205,7 @@ def _call_provider(
             return sent
         _check_grant(fresh, methods, path)
         _refuse_sensitive(provider, fresh, methods, path)
-        refuse_sensitive_mutations(
-            provider=provider,
-            found=fresh,
-            path=path,
-            headers=request.headers,
-            query=request.query,
-            body=request.body,
-        )
+        refuse_sensitive_mutations(provider=provider, found=fresh, path=path, request=request)
         _, fields = usable_set(actor=actor, service=service, found=fresh)
         sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
     return sent

@@ -6,6 +6,7 @@ What the request selects is read by providers/graphql_operations.py."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from providers.catalog import Provider
 from providers.graphql_operations import InvalidGraphQLRequest, selected_mutations
@@ -14,14 +15,22 @@ from services.exceptions import InvalidGraphQL, SensitiveEndpointRefused
 from services.storage.queries import GrantedSet
 
 
+class Request(Protocol):
+    """What of the agent's request is read: its headers (lower-case names), query string and
+    body (`call.ProxyRequest`)."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+
 def refuse_sensitive_mutations(
-    *,
-    provider: Provider,
-    found: GrantedSet,
-    path: ProxyPath,
-    headers: Mapping[str, str],
-    query: str,
-    body: bytes,
+    *, provider: Provider, found: GrantedSet, path: ProxyPath, request: Request
 ) -> None:
     """InvalidGraphQL for a request on the provider's GraphQL endpoint that is not a GraphQL
     request credvault can read; SensitiveEndpointRefused, naming the mutation, for one that
@@ -31,7 +40,9 @@ def refuse_sensitive_mutations(
         return
     try:
         selected = selected_mutations(
-            body=body, content_type=headers.get("content-type", ""), query=query
+            body=request.body,
+            content_type=request.headers.get("content-type", ""),
+            query=request.query,
         )
     except InvalidGraphQLRequest as exc:
         raise InvalidGraphQL(f"Not a GraphQL request credvault can read: {exc}") from None
