@@ -22,7 +22,8 @@ Whatever the method, every document a request carries is read; an `operationName
 string makes every operation of the body's documents count (servers differ on which wins).
 Refused as invalid (`InvalidGraphQLRequest`): a body of another media type or charset (a
 provider that read it as a form would run a document credvault never saw), JSON that does not
-parse, a member twice in one object (parsers disagree on which one wins), a request without
+parse, a member twice in one object (parsers disagree on which one wins), a batch of more than
+MAX_GRAPHQL_BATCH requests, a request without
 `query` (a persisted query's hash names a document credvault cannot read), a document that
 does not parse, an `operationName` that names no operation of its document, and a request whose
 documents hold more than MAX_GRAPHQL_TOKENS tokens together (comments count).
@@ -71,6 +72,9 @@ _NAME = re.compile(NAME_PATTERN)
 # comments too). Far above what a client's largest generated query holds (a few thousand),
 # and about a tenth of a second of parsing at worst, whatever the body's size.
 MAX_GRAPHQL_TOKENS = 20_000
+# Requests in one batch: ten times what batching clients send at most by default (Apollo's
+# BatchHttpLink and gql: 10), so that a batch of tiny documents is not a thousand parses.
+MAX_GRAPHQL_BATCH = 100
 JSON_MEDIA_TYPE = "application/json"
 GRAPHQL_MEDIA_TYPE = "application/graphql"
 
@@ -249,8 +253,8 @@ def _body_documents(
             "The body is not JSON, or an object in it names a member twice."
         ) from None
     requests = data if isinstance(data, list) else [data]
-    if not requests:
-        raise InvalidGraphQLRequest("A batch holds at least one request.")
+    if not 1 <= len(requests) <= MAX_GRAPHQL_BATCH:
+        raise InvalidGraphQLRequest(f"A batch holds from 1 to {MAX_GRAPHQL_BATCH} requests.")
     documents = [_request_document(request, index) for index, request in enumerate(requests)]
     return [(text, None if url_names else name) for text, name in documents]
 

@@ -170,7 +170,8 @@ class TestUnreadableRequests:
                 JSON,
                 "twice",
             ),
-            (b"[]", JSON, "at least one request"),
+            (b"[]", JSON, "from 1 to 100 requests"),
+            (json.dumps([{"query": "{ a }"}] * 101).encode(), JSON, "from 1 to 100 requests"),
             (b'["{ viewer { id } }"]', JSON, "not a JSON object"),
             (b'{"variables": {}}', JSON, "no `query`"),
             (b'{"query": "  "}', JSON, "no `query`"),
@@ -235,7 +236,9 @@ class TestParsingCost:
         assert selected([half]) == frozenset()
         assert "tokens" in refused_as_invalid([half, half, half])
         # Many small documents too.
-        assert "tokens" in refused_as_invalid([{"query": "{ a }"}] * MAX_GRAPHQL_TOKENS)
+        many = {"query": "{ " + "a " * (MAX_GRAPHQL_TOKENS // 90) + "}"}
+        assert selected([many] * 80) == frozenset()
+        assert "tokens" in refused_as_invalid([many] * 100)
 
 
 # --- the catalog -------------------------------------------------------------------------------
