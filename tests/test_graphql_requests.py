@@ -6,12 +6,15 @@ call_api. The real clients (gql, githubkit) are in tests/test_graphql_operations
 
 from __future__ import annotations
 
+import contextlib
 import json
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from providers.catalog import CatalogError, catalog, parse_catalog
 from providers.graphql_operations import (
@@ -213,6 +216,36 @@ class TestUnreadableRequests:
         secret = marked("in-document")
         message = refused_as_invalid({"query": f"mutation {{ {secret.replace('-', '_')} "})
         assert secret.replace("-", "_") not in message
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+GRAPHQL_TEXT = st.text(
+    alphabet='{}()[]:$@!.,#"\n mutation query fragment on apiKeyCreate ...', max_size=120
+)
+
+
+class TestAnyInput:
+    """Whatever the body, query string or media type, the reading answers a set of names or
+    InvalidGraphQLRequest: never another exception (which would be a 500)."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.binary(max_size=300), st.sampled_from([JSON, "application/graphql", "text/plain"]))
+    def test_any_body(self, body, content_type):
+        with contextlib.suppress(InvalidGraphQLRequest):
+            selected_mutations(body=body, content_type=content_type, query="")
+
+    @settings(max_examples=300, deadline=None)
+    @given(JSON_VALUES, GRAPHQL_TEXT, st.text(max_size=60))
+    def test_any_request_object(self, extra, document, query):
+        for request in ({"query": document}, {"query": document, "variables": extra}, extra):
+            with contextlib.suppress(InvalidGraphQLRequest):
+                selected(request, query=query)
 
 
 class TestParsingCost:
