@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from providers.graphql_operations import GraphQLEndpoint, GraphQLEntryError, parse_graphql
 from providers.identifiers import (
     API_KEY,
     BASE_NAME_PATTERN,
@@ -61,6 +62,7 @@ PROVIDER_KEYS = {
     "bases",
     "host_pattern",
     "answer_urls",
+    "graphql",
 }
 # What a `[providers.fields]` entry may say of a keyName.
 FIELD_KEYS = {"secret"}
@@ -343,6 +345,9 @@ class Provider:
     # there are none.
     sensitive: tuple[SensitiveEndpoint, ...] = ()
     sensitive_none: str = ""
+    # Its GraphQL endpoint and the mutations there that create, reveal or widen a credential
+    # (providers/graphql_operations.py), for a provider whose API is GraphQL.
+    graphql: GraphQLEndpoint | None = None
     # Added by the operator (CREDVAULT_EXTRA_CATALOG): its host comes from the server's own
     # configuration, so the outbound client may connect to a private address for it.
     operator: bool = False
@@ -752,6 +757,10 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
         sensitive, sensitive_none = parse_sensitive(raw, where, operator=operator)
     except SensitiveError as exc:
         raise _fail(where, str(exc)) from None
+    try:
+        graphql = parse_graphql(raw)
+    except GraphQLEntryError as exc:
+        raise _fail(where, str(exc)) from None
     return Provider(
         id=provider_id,
         name=name,
@@ -768,6 +777,7 @@ def _parse_provider(raw: Any, position: int, *, operator: bool = False) -> Provi
         bases=bases,
         host_pattern=host_pattern,
         answer_urls=answer_urls,
+        graphql=graphql,
     )
 
 

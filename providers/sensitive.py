@@ -75,6 +75,13 @@ def _starts(pattern: Sequence[str], segments: Sequence[str], *, whole: bool = Fa
     return len(segments) in reached if whole else bool(reached)
 
 
+def path_covers(pattern: str, path: str) -> bool:
+    """Whether a catalog path pattern covers `path` or a path below it: segment by segment,
+    without regard to case, `*` matching within one segment and `**` any number of them, each
+    segment judged by its part before a `;`."""
+    return _starts(_segments(pattern), _segments(path))
+
+
 @dataclass(frozen=True, slots=True)
 class SensitiveEndpoint:
     methods: tuple[str, ...]

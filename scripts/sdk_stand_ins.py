@@ -11,6 +11,8 @@ with the provider's own refusal.
 - `StripeStandIn`: `GET /v1/customers`, by pages (`limit`, `starting_after`, `has_more`).
 - `GitHubRestStandIn`: `GET /user`, `GET /user/repos` by pages (a `Link` header to its own host).
 - `GitLabStandIn`: `GET /api/v4/projects/:id`, the id a number or a URL-encoded path.
+- `LinearStandIn`, `GitHubGraphQLStandIn`: `POST /graphql`, each request (or batch) executed
+  with graphql-core against a subset of the provider's schema.
 - `TwilioStandIn`: `GET /2010-04-01/Accounts/{sid}/Messages.json`, by pages (`next_page_uri`).
 - `JiraStandIn`: `GET /rest/api/{2,3}/myself`, `GET /rest/api/{2,3}/issue/{key}`.
 
@@ -1457,3 +1459,186 @@ class GitHubReleaseStandIn(GitHubRestStandIn):
             "uploader": self.simple_user(),
         }
         return Answer(200, asset, self._headers())
+
+
+# --- GraphQL: Linear and GitHub ----------------------------------------------------------------
+
+
+class GraphQLStandIn(SdkStandIn):
+    """A provider's GraphQL endpoint (`POST {ENDPOINT}`): each request of the JSON body (one
+    request object, or a batch) is executed with graphql-core against `SCHEMA`, a subset of the
+    provider's own schema, and answered as the provider answers (`{"data"}`, `{"errors"}`; a
+    batch as a list). `executed` names the top-level mutation fields that were run, in order."""
+
+    ENDPOINT = "/graphql"
+    SCHEMA = ""
+
+    def __init__(self, credential: str) -> None:
+        from graphql import build_schema
+
+        super().__init__(credential)
+        self.schema = build_schema(self.SCHEMA)
+        self.executed: list[str] = []
+
+    def reset(self) -> None:
+        super().reset()
+        self.executed.clear()
+
+    def root(self) -> dict[str, Any]:
+        """The root value: a member (or a callable of `info` and the arguments) per field."""
+        raise NotImplementedError
+
+    def _headers(self) -> dict[str, str]:
+        return {"Content-Type": "application/json; charset=utf-8"}
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        if (method, urlsplit(target).path) != ("POST", self.ENDPOINT):
+            return Answer(404, {"message": "Not Found"}, self._headers())
+        try:
+            sent = json.loads(body)
+        except ValueError:
+            return Answer(400, {"errors": [{"message": "Body is not JSON"}]}, self._headers())
+        if isinstance(sent, list):
+            return Answer(200, [self.execute(each) for each in sent], self._headers())
+        return Answer(200, self.execute(sent), self._headers())
+
+    def execute(self, request: dict[str, Any]) -> dict[str, Any]:
+        from graphql import OperationDefinitionNode, OperationType, graphql_sync, parse
+
+        document = request.get("query", "")
+        try:
+            parsed = parse(document)
+        except Exception as exc:  # a GraphQLSyntaxError: the provider's own error answer
+            return {"errors": [{"message": str(exc).splitlines()[0]}]}
+        wanted = request.get("operationName")
+        for operation in parsed.definitions:
+            if (
+                isinstance(operation, OperationDefinitionNode)
+                and operation.operation == OperationType.MUTATION
+                and (not wanted or (operation.name and operation.name.value == wanted))
+            ):
+                self.executed += [field.name.value for field in operation.selection_set.selections]
+        result = graphql_sync(
+            self.schema,
+            document,
+            root_value=self.root(),
+            variable_values=request.get("variables"),
+            operation_name=wanted,
+        )
+        return result.formatted
+
+
+class LinearStandIn(GraphQLStandIn):
+    """Linear's GraphQL API (https://linear.app/developers/graphql): a personal API key as
+    `Authorization: <key>` (or an OAuth token as a bearer). `viewer`, `issues`, and the
+    mutations `issueCreate` and `apiKeyCreate`, shaped as Linear's schema has them (their
+    payloads' `success`). The viewer's name echoes the credential. A request without the key is
+    answered as Linear answers it: an `errors` list with the AUTHENTICATION_ERROR code (not
+    confirmed here: its HTTP status; 400 is assumed)."""
+
+    SCHEMA = """
+        type Query { viewer: User!  issues(first: Int): IssueConnection! }
+        type Mutation {
+          issueCreate(input: IssueCreateInput!): IssuePayload!
+          apiKeyCreate(input: ApiKeyCreateInput!): ApiKeyPayload!
+        }
+        type User { id: ID!  name: String!  email: String! }
+        type Issue { id: ID!  identifier: String!  title: String! }
+        type IssueConnection { nodes: [Issue!]! }
+        input IssueCreateInput { title: String!  teamId: String }
+        type IssuePayload { success: Boolean!  lastSyncId: Float!  issue: Issue }
+        input ApiKeyCreateInput { label: String! }
+        type ApiKeyPayload { success: Boolean!  lastSyncId: Float!  apiKey: ApiKey! }
+        type ApiKey { id: ID!  label: String! }
+    """
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        value = _header(headers, "Authorization").strip()
+        return value == self.credential or self._bearer(headers)
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        error = {
+            "message": "Authentication required, not authenticated",
+            "extensions": {
+                "type": "authentication error",
+                "code": "AUTHENTICATION_ERROR",
+                "userPresentableMessage": "You need to authenticate to access this operation.",
+            },
+        }
+        return Answer(400, {"errors": [error]}, self._headers())
+
+    def root(self) -> dict[str, Any]:
+        issue = {"id": "8c7d-issue", "identifier": "ENG-1", "title": "First issue"}
+        return {
+            "viewer": {
+                "id": "2d1f-user",
+                "name": f"Read with {self.credential}",
+                "email": "agent@example.com",
+            },
+            "issues": lambda info, first=50: {"nodes": [issue][:first]},
+            "issueCreate": lambda info, input: {
+                "success": True,
+                "lastSyncId": 1.0,
+                "issue": {**issue, "title": input["title"]},
+            },
+            "apiKeyCreate": lambda info, input: {
+                "success": True,
+                "lastSyncId": 2.0,
+                "apiKey": {"id": "5e3a-key", "label": input["label"]},
+            },
+        }
+
+
+class GitHubGraphQLStandIn(GraphQLStandIn):
+    """GitHub's GraphQL API (https://docs.github.com/en/graphql): the token as `Authorization:
+    bearer` or `token`. `viewer`, and the mutations `addStar` and `createCommitOnBranch`, with
+    the input and payload shapes of GitHub's schema (trimmed to the members used here). The
+    viewer's bio echoes the token. Without it: 401 `Bad credentials`, as GitHub answers."""
+
+    SCHEMA = """
+        type Query { viewer: User! }
+        type User { login: String!  bio: String }
+        type Mutation {
+          addStar(input: AddStarInput!): AddStarPayload
+          createCommitOnBranch(input: CreateCommitOnBranchInput!): CreateCommitOnBranchPayload
+        }
+        input AddStarInput { starrableId: ID!  clientMutationId: String }
+        type AddStarPayload { clientMutationId: String  starrable: Repository }
+        type Repository { id: ID!  stargazerCount: Int! }
+        input CommittableBranch { repositoryNameWithOwner: String  branchName: String }
+        input CommitMessage { headline: String!  body: String }
+        input FileAddition { path: String!  contents: String! }
+        input FileChanges { additions: [FileAddition!] }
+        input CreateCommitOnBranchInput {
+          branch: CommittableBranch!  expectedHeadOid: String!  message: CommitMessage!
+          fileChanges: FileChanges  clientMutationId: String
+        }
+        type Commit { oid: String!  url: String! }
+        type CreateCommitOnBranchPayload { clientMutationId: String  commit: Commit }
+    """
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return self._bearer(headers, ("bearer", "token"))
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        body = {
+            "message": "Bad credentials",
+            "documentation_url": "https://docs.github.com/graphql",
+        }
+        return Answer(401, body, self._headers())
+
+    def root(self) -> dict[str, Any]:
+        return {
+            "viewer": {"login": "octocat", "bio": f"Read with {self.credential}"},
+            "addStar": lambda info, input: {
+                "clientMutationId": input.get("clientMutationId"),
+                "starrable": {"id": input["starrableId"], "stargazerCount": 4},
+            },
+            "createCommitOnBranch": lambda info, input: {
+                "clientMutationId": input.get("clientMutationId"),
+                "commit": {
+                    "oid": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+                    "url": "https://github.com/o/r/commit/4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+                },
+            },
+        }

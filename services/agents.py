@@ -113,6 +113,7 @@ def _put_once(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut
                 methods=list(grant.methods),
                 paths=list(grant.paths),
                 base=grant.base,
+                graphql=list(grant.graphql),
             )
             for grant in services
         )

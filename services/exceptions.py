@@ -436,3 +436,11 @@ class UpstreamForeignRedirect(ProblemError):
         "redirect: only a 301, 302 or 303 answer to a GET or HEAD is followed, without the "
         "credential, for at most 3 hops, to an address the outbound rules allow."
     )
+
+
+class InvalidGraphQL(ProblemError):
+    default_code = "invalid_graphql"
+    default_detail = (
+        "A brokered call to a GraphQL endpoint must be a GraphQL request credvault can read: "
+        "JSON with a `query` document that parses (or a batch of them)."
+    )

@@ -1,12 +1,14 @@
-"""A grant: which service an agent may use, and how (`access`, `methods`, `paths`).
+"""A grant: which service an agent may use, and how (`access`, `methods`, `paths`, `graphql`).
 
 The one owner of the grant rules: the access is `proxy` (brokered calls only, the default) or
 `read` (the plaintext read too); the methods are some of PROXY_METHODS; each path prefix starts
 with `/`, holds no empty, `.` or `..` segment, control character, `?`, `#`, backslash or `@`,
-and is at most MAX_GRANT_PATH_CHARS long, at most MAX_GRANT_PATHS of them; an agent holds at
-most MAX_GRANTS grants, one per service; a grant covers every base of its service (the API
-base, the catalog's other `bases`, the hosts of its `host_pattern`), or only the one `base` it
-names, which must be one the catalog gives the service. `checked_grants` enforces every rule, and
+and is at most MAX_GRANT_PATH_CHARS long, at most MAX_GRANT_PATHS of them; `graphql` names, at
+most MAX_GRANT_MUTATIONS of them, sensitive GraphQL mutations that the service's catalog entry
+lists (providers/graphql_operations.py), which the grant then allows; an agent holds at most
+MAX_GRANTS grants, one per service; a grant covers every base of its service (the API base, the
+catalog's other `bases`, the hosts of its `host_pattern`), or only the one `base` it names,
+which must be one the catalog gives the service. `checked_grants` enforces every rule, and
 `services.agents.put_agent` calls it: the API's serializers (which state the same limits in
 the OpenAPI document, from these constants) and `create_agent` only translate their input.
 """
@@ -15,16 +17,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from providers import catalog
+from providers.graphql_operations import is_name
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
 from services.models import PROXY_METHODS, WHOLE_API, Grant, GrantAccess
 
 MAX_GRANTS = 100
 MAX_GRANT_PATHS = 20
 MAX_GRANT_PATH_CHARS = 256
+MAX_GRANT_MUTATIONS = 50
+GRAPHQL_NAME_RULE = "A GraphQL mutation's name, as the provider's schema spells it."
 # A grant's path prefix: `/`, then segments that are neither empty, `.` nor `..`, holding no
 # control character, `?`, `#`, backslash or `@` (a proxied path never holds one); one trailing
 # slash allowed.
@@ -45,11 +50,17 @@ class GrantSpec:
     methods: tuple[str, ...] = PROXY_METHODS
     paths: tuple[str, ...] = (WHOLE_API,)
     base: str = ""  # the one base covered; "" for every base
+    graphql: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, grant: Grant) -> GrantSpec:
         return cls(
-            grant.service, grant.access, tuple(grant.methods), tuple(grant.paths), grant.base
+            grant.service,
+            grant.access,
+            tuple(grant.methods),
+            tuple(grant.paths),
+            grant.base,
+            graphql=tuple(grant.graphql),
         )
 
     @classmethod
@@ -61,10 +72,13 @@ class GrantSpec:
         methods: Iterable[str] = PROXY_METHODS,
         paths: Iterable[str] = (WHOLE_API,),
         base: str = "",
+        graphql: Iterable[str] = (),
     ) -> GrantSpec:
         """A grant as a client or an operator gave it, in its one form: each method once, in
         PROXY_METHODS' order, and the paths sorted, whatever order they came in. Methods
-        outside PROXY_METHODS are kept, so that `checked_grants` refuses them."""
+        outside PROXY_METHODS are kept, so that `checked_grants` refuses them. The GraphQL
+        mutations keep the order they came in, so that an error names the one the client
+        sent at that index; `checked_grants` sorts them."""
         chosen = list(dict.fromkeys(methods))
         known = [method for method in PROXY_METHODS if method in chosen]
         return cls(
@@ -73,15 +87,21 @@ class GrantSpec:
             methods=tuple(known + [method for method in chosen if method not in PROXY_METHODS]),
             paths=tuple(sorted(set(paths))),
             base=base,
+            graphql=tuple(graphql),
         )
+
+    def normalized(self) -> GrantSpec:
+        """The grant in its stored form: its GraphQL mutations sorted, each once."""
+        return replace(self, graphql=tuple(sorted(set(self.graphql))))
 
 
 def grant_errors(grant: GrantSpec, where: str = "") -> list[dict[str, str]]:
     """What breaks the grant rules in one grant, each naming its field under `where`."""
-    errors = option_errors(
-        access=grant.access, methods=grant.methods, paths=grant.paths, where=where
+    return (
+        option_errors(access=grant.access, methods=grant.methods, paths=grant.paths, where=where)
+        + base_errors(service=grant.service, base=grant.base, where=where)
+        + graphql_errors(service=grant.service, graphql=grant.graphql, where=where)
     )
-    return errors + base_errors(service=grant.service, base=grant.base, where=where)
 
 
 def base_errors(*, service: str, base: str, where: str = "") -> list[dict[str, str]]:
@@ -99,6 +119,40 @@ def base_errors(*, service: str, base: str, where: str = "") -> list[dict[str, s
             f"The base named is not one of the service's; its other bases are {known}.",
         )
     ]
+
+
+def graphql_errors(
+    *, service: str, graphql: Sequence[str], where: str = ""
+) -> list[dict[str, str]]:
+    """What breaks the rules of a grant's `graphql`: at most MAX_GRANT_MUTATIONS names, each a
+    sensitive mutation that the service's catalog entry lists (a name it does not list would
+    allow nothing, so it is a mistake worth saying)."""
+    if len(graphql) > MAX_GRANT_MUTATIONS:
+        return [
+            field_error(
+                f"{where}graphql",
+                FieldErrorCode.TOO_LONG,
+                f"At most {MAX_GRANT_MUTATIONS} GraphQL mutations.",
+            )
+        ]
+    provider = catalog.get(service)
+    listed = provider.graphql.mutations if provider and provider.graphql else frozenset()
+    errors = []
+    for index, name in enumerate(graphql):
+        if not is_name(name):
+            errors.append(
+                field_error(f"{where}graphql[{index}]", FieldErrorCode.INVALID, GRAPHQL_NAME_RULE)
+            )
+        elif name not in listed:
+            errors.append(
+                field_error(
+                    f"{where}graphql[{index}]",
+                    FieldErrorCode.INVALID,
+                    "Not a sensitive GraphQL mutation of this service: a grant names only the "
+                    "mutations the provider's catalog entry lists.",
+                )
+            )
+    return errors
 
 
 def option_errors(
@@ -155,8 +209,9 @@ def checked_grants(grants: Sequence[Given]) -> list[GrantSpec]:
             field_error("services", FieldErrorCode.TOO_LONG, f"At most {MAX_GRANTS} grants.")
         )
     unique: dict[str, GrantSpec] = {}
-    for grant, entry, service_field in grants:
-        errors += grant_errors(grant, f"{entry}." if entry else "")
+    for given, entry, service_field in grants:
+        errors += grant_errors(given, f"{entry}." if entry else "")
+        grant = given.normalized()
         if unique.setdefault(grant.service, grant) != grant:
             errors.append(
                 field_error(

@@ -223,7 +223,8 @@ def the_whole_api() -> list[str]:
 class Grant(models.Model):
     """Lets an agent use the credentials of one service identifier (connected or not): through
     brokered calls with `methods` under `paths` (on one `base` of the service where it names
-    one, else on every base), and with access `read` the plaintext too."""
+    one, else on every base), and with access `read` the plaintext too. A GraphQL mutation that
+    creates, reveals or widens a credential is allowed only when `graphql` names it."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="grants")
     service = models.CharField(max_length=64)
@@ -236,6 +237,11 @@ class Grant(models.Model):
         blank=True,
         default="",
         help_text="The one base of the service allowed (router, host); empty: every base.",
+    )
+    graphql = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Sensitive GraphQL mutations allowed by name (none by default).",
     )
 
     class Meta:

@@ -51,12 +51,13 @@ class TestManagingAgents:
         assert set(body) == {"name", "createdAt", "services"}
         assert (body["name"], granted(body["services"])) == ("report-bot", ["github", "slack"])
         # A service named by a string gets the default grant: brokered calls, every method
-        # and path.
+        # and path, no sensitive GraphQL mutation.
         assert body["services"][0] == {
             "service": "github",
             "access": "proxy",
             "methods": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
             "paths": ["/"],
+            "graphql": [],
         }
         replaced = put_agent(alice_api, "report-bot", ["openai"])
         assert replaced.status_code == 200

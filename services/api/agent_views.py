@@ -50,6 +50,7 @@ def grant_body(grant: GrantSpec) -> dict:
         "access": str(grant.access),
         "methods": list(grant.methods),
         "paths": list(grant.paths),
+        "graphql": list(grant.graphql),
     }
     if grant.base:
         body["base"] = grant.base
@@ -88,8 +89,8 @@ class AgentView(AccountAPIView):
         summary="Create an agent or replace its grants",
         tags=["agents"],
         description="Each grant is a service identifier (brokered access, every method, every "
-        "path, every base) or an object with `access`, `methods`, `paths` and `base`; a "
-        "service need not be "
+        "path, every base) or an object with `access`, `methods`, `paths`, `base` and "
+        "`graphql` (the sensitive GraphQL mutations it allows by name); a service need not be "
         "connected yet. Removing a grant ends the agent's access to that service at once.",
         request=AgentInputSerializer,
         examples=AGENT_EXAMPLES,

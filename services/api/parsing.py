@@ -393,6 +393,7 @@ def parse_grants(data: Any) -> list[Given]:
                 methods=entry.get("methods", PROXY_METHODS),
                 paths=entry.get("paths", (WHOLE_API,)),
                 base=entry.get("base", ""),
+                graphql=entry.get("graphql", ()),
             ),
             where,
             service_field,

@@ -19,6 +19,7 @@ from django.utils.functional import lazy
 from rest_framework import serializers
 
 from providers.catalog import CATEGORIES
+from providers.graphql_operations import MAX_NAME_CHARS, NAME_PATTERN
 from providers.identifiers import (
     KEY_NAME_RULE,
     KEY_NAME_SCHEMA_PATTERN,
@@ -33,6 +34,8 @@ from services.exceptions import FieldErrorCode, problem_code_choices
 from services.grants import (
     GRANT_PATH_PATTERN,
     GRANT_PATH_RULE,
+    GRAPHQL_NAME_RULE,
+    MAX_GRANT_MUTATIONS,
     MAX_GRANT_PATH_CHARS,
     MAX_GRANT_PATHS,
     MAX_GRANTS,
@@ -213,6 +216,11 @@ class GrantSerializer(serializers.Serializer):
         "`/proxy/huggingface~router/...`; `host`: `/proxy/pinecone~host/{host}/...`); absent "
         "when it covers every base.",
     )
+    graphql = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The sensitive GraphQL mutations of the service allowed by name (none by "
+        "default).",
+    )
 
 
 class GrantInputSerializer(serializers.Serializer):
@@ -250,6 +258,18 @@ class GrantInputSerializer(serializers.Serializer):
         "reached at `/proxy/huggingface~router/...`), or `host` for the hosts of its host "
         "pattern (`/proxy/pinecone~host/{host}/...`); the API base and every other base are "
         "then refused. Default: every base.",
+    )
+    graphql = serializers.ListField(
+        child=serializers.CharField(
+            max_length=MAX_NAME_CHARS,
+            validators=[RegexValidator(NAME_PATTERN, GRAPHQL_NAME_RULE)],
+        ),
+        max_length=MAX_GRANT_MUTATIONS,
+        required=False,
+        help_text="Sensitive GraphQL mutations of the service (those its catalog entry lists: "
+        "API keys, OAuth clients, webhooks, members, invitations) allowed by name; default "
+        "none, so that every other operation passes and these are refused (403 "
+        "sensitive_endpoint).",
     )
 
 

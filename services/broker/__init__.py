@@ -10,6 +10,7 @@ One module per concern, in the order a request meets them:
   connection's own API host) and where the credential is placed.
 - `headers`: which of the agent's headers reach the provider.
 - `redaction`: every injected secret, in each form a provider may write it, as `[REDACTED]`.
+- `mutations`: a request on a GraphQL endpoint, judged by the mutations it selects.
 - `answers`: the provider's answer as the agent receives it, and the failures of the call.
 - `locations`: the provider's addresses in an answer (headers, JSON bodies) judged where they
   lead and moved onto the proxy.

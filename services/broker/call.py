@@ -3,7 +3,9 @@
 The path is checked (nothing is sent for a path that could leave the provider's API); the grant
 is read with the stored set in one statement (no grant, a method or path outside it, every
 method the request names counted, nothing stored: refused, nothing sent); an endpoint that
-mints a credential needs a grant that names it (sensitive endpoints); the token's calls in
+mints a credential needs a grant that names it (sensitive endpoints), and so does a GraphQL
+mutation that does (`mutations`: a request on a GraphQL endpoint is read operation by
+operation, and one credvault cannot read is refused); the token's calls in
 flight are counted (at most CREDVAULT_PROXY_MAX_CONCURRENT); the set is made usable (refreshed
 first when it is an OAuth set about to expire); the destination and the credential's placement
 come from the catalog; the call goes through the strict outbound client; a redirect that
@@ -48,6 +50,7 @@ from services.broker.headers import outbound_headers
 from services.broker.limits import call_in_flight
 from services.broker.locations import json_onto_proxy, onto_proxy
 from services.broker.methods import methods_named
+from services.broker.mutations import refuse_sensitive_mutations
 from services.broker.paths import ProxyPath, checked_path, grant_allows
 from services.broker.redaction import Redaction
 from services.broker.redirects import followed
@@ -121,6 +124,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
             "catalog with CREDVAULT_EXTRA_CATALOG."
         )
     _refuse_sensitive(provider, found, methods, path)
+    refuse_sensitive_mutations(provider=provider, found=found, path=path, request=request)
     with ExitStack() as in_flight:
         in_flight.enter_context(call_in_flight(token_prefix=actor.token_prefix))
         sent = _call_provider(actor, service, provider, found, request, path, methods)
@@ -243,6 +247,7 @@ def _call_provider(
             return sent
         _check_grant(fresh, methods, path, request.base)
         _refuse_sensitive(provider, fresh, methods, path)
+        refuse_sensitive_mutations(provider=provider, found=fresh, path=path, request=request)
         _, fields = usable_set(actor=actor, service=service, found=fresh)
         sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
     return sent

@@ -109,6 +109,7 @@ def list_services(*, actor: Actor) -> ToolResult:
             "access": str(grant.access),
             "methods": list(grant.methods),
             "paths": list(grant.paths),
+            "graphql": list(grant.graphql),
             "callable": reason is None,
             "reason": reason,
         }

@@ -150,8 +150,9 @@ class StoredField:
 
 @dataclass(frozen=True, slots=True)
 class GrantedSet:
-    """What an agent's grant allows (`access`, `methods`, `paths`) and reaches: the stored
-    set, or `fields` empty when nothing is."""
+    """What an agent's grant allows (`access`, `methods`, `paths`, the sensitive GraphQL
+    mutations it names in `graphql`) and reaches: the stored set, or `fields` empty when
+    nothing is."""
 
     access: str
     methods: tuple[str, ...]
@@ -163,6 +164,7 @@ class GrantedSet:
     fields: tuple[StoredField, ...]
     # The one base of the service the grant covers (`router`, `host`); "" for every base.
     base: str = ""
+    graphql: tuple[str, ...] = ()
 
 
 def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> GrantedSet | None:
@@ -175,8 +177,8 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
         rows = cursor.fetchall()
     if not rows:
         return None
-    access, methods, paths, key_type, connected_at, generation, status, base = rows[0][:8]
-    fields = tuple(StoredField(*row[8:]) for row in rows if row[8] is not None)
+    access, methods, paths, key_type, connected_at, generation, status, base, graphql = rows[0][:9]
+    fields = tuple(StoredField(*row[9:]) for row in rows if row[9] is not None)
     return GrantedSet(
         access,
         tuple(_json_list(methods)),
@@ -187,6 +189,7 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
         status,
         fields,
         base,
+        graphql=tuple(_json_list(graphql)),
     )
 
 

@@ -5,21 +5,29 @@ from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
 from services.agents import put_agent
 from services.audit import Actor
-from services.grants import GRANT_PATH_RULE, GrantSpec, base_errors, option_errors
+from services.grants import (
+    GRANT_PATH_RULE,
+    GrantSpec,
+    base_errors,
+    graphql_errors,
+    option_errors,
+)
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
 
 
 def _grant_text(grant: GrantSpec) -> str:
     methods = "all methods" if grant.methods == PROXY_METHODS else ",".join(grant.methods)
     base = f", base {grant.base}" if grant.base else ""
-    return f"{grant.service} ({grant.access}, {methods}, {','.join(grant.paths)}{base})"
+    mutations = f", GraphQL {','.join(grant.graphql)}" if grant.graphql else ""
+    return f"{grant.service} ({grant.access}, {methods}, {','.join(grant.paths)}{base}{mutations})"
 
 
 class Command(CredvaultCommand):
     help = (
         "Create an agent of an account (or replace its grants) with the given services: "
-        "brokered access by default, the plaintext read too with --read. --method and --path "
-        "apply to every --service. Recorded in the account's audit chain with the actor `cli`."
+        "brokered access by default, the plaintext read too with --read. --method, --path and "
+        "--graphql apply to every --service. Recorded in the account's audit chain with the "
+        "actor `cli`."
     )
 
     def add_arguments(self, parser) -> None:
@@ -50,6 +58,14 @@ class Command(CredvaultCommand):
             help="The one base of each service allowed (router, host: a provider with more "
             "than one host); default: every base.",
         )
+        parser.add_argument(
+            "--graphql",
+            action="append",
+            default=[],
+            metavar="MUTATION",
+            help="A sensitive GraphQL mutation of the service allowed by name; repeatable "
+            "(default: none).",
+        )
 
     def handle(
         self,
@@ -61,6 +77,7 @@ class Command(CredvaultCommand):
         method: list[str],
         path: list[str],
         base: str,
+        graphql: list[str],
         **options,
     ) -> None:
         access = GrantAccess.READ if read else GrantAccess.PROXY
@@ -78,6 +95,8 @@ class Command(CredvaultCommand):
         for each in services:
             for error in base_errors(service=each, base=base):
                 raise CommandError(f"--base {base!r} for {each}: {error['message']}")
+            for error in graphql_errors(service=each, graphql=graphql):
+                raise CommandError(f"--graphql for {each}: {error['message']}")
         grants = [
             GrantSpec.given(
                 each,
@@ -85,6 +104,7 @@ class Command(CredvaultCommand):
                 methods=method or PROXY_METHODS,
                 paths=path or (WHOLE_API,),
                 base=base,
+                graphql=graphql,
             )
             for each in services
         ]
