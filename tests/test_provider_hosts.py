@@ -302,6 +302,7 @@ class TestGrantsOfOneBase:
                 "access": "proxy",
                 "methods": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
                 "paths": ["/"],
+                "graphql": [],
                 "base": "router",
             }
         ]
