@@ -426,3 +426,12 @@ def problem_code_choices() -> list[tuple[str, str]]:
     for problem in _problem_classes():
         details.setdefault(problem.default_code, str(problem.default_detail))
     return sorted(details.items())
+
+
+class AgentTokenInRequest(ProblemError):
+    default_code = "agent_token_in_request"
+    default_detail = (
+        "The request carries a credvault token (cva_ or cvt_) outside the places the agent "
+        "token is read from (another header, the query string, another path segment, the "
+        "body): nothing was sent, so that no provider ever receives one."
+    )

@@ -14,7 +14,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 
 from providers import outbound
 from services import credentials
-from services.api.authentication import AgentTokenAuthentication
+from services.api.authentication import AgentTokenAuthentication, path_token
 from services.api.base import AuditedAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import body_at_most
@@ -24,7 +24,9 @@ from services.api.wsgi import PROXY_PATH_PREFIX
 from services.audit import Operation
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
+from services.broker.headers import canonical
 from services.broker.paths import MAX_PATH_LENGTH
+from services.broker.tokens import without_tokens
 from services.exceptions import (
     InvalidProxyPath,
     InvalidProxyRequest,
@@ -36,9 +38,11 @@ METHODS = ("get", "head", "post", "put", "patch", "delete")
 
 def raw_path(request: ApiRequest, service: str) -> str:
     """The path after the service, as the agent sent it (still percent-encoded): `""` or
-    `/...`. gunicorn hands on the request target as it came (RAW_URI); elsewhere (Django's test
-    client) the decoded path is encoded again. A target whose proxy prefix is itself
-    percent-encoded (`/api/v1/agent/%70roxy/...`) is no brokered call: 404, nothing sent."""
+    `/...`, less the segment that carried the agent token for a service whose credential goes
+    in the path (`/bot<token>/getMe` is `/getMe`: the credential goes in its place). gunicorn
+    hands on the request target as it came (RAW_URI); elsewhere (Django's test client) the
+    decoded path is encoded again. A target whose proxy prefix is itself percent-encoded
+    (`/api/v1/agent/%70roxy/...`) is no brokered call: 404, nothing sent."""
     raw = request.META.get("RAW_URI")
     target = urlsplit(raw).path if raw else quote(request.path, safe="/")
     if not target.startswith(PROXY_PATH_PREFIX):
@@ -46,16 +50,20 @@ def raw_path(request: ApiRequest, service: str) -> str:
     service_raw, separator, rest = target[len(PROXY_PATH_PREFIX) :].partition("/")
     if unquote(service_raw) != service:
         raise InvalidProxyPath()  # an encoded '/' in the service's segment
-    return separator + rest
+    path = separator + rest
+    carried = path_token(service, path)
+    return carried[1] if carried is not None else path
 
 
 def agent_headers(request: ApiRequest) -> dict[str, str]:
-    """The agent's headers (lower-case names), less those that carried its token."""
-    carriers = request.context.token_headers
+    """The agent's headers (lower-case names, as the WSGI environment gives them: `_` is `-`),
+    less those that carried its token. They obey the broker's rule set for headers
+    (services/broker/headers.py) as call_api's do."""
+    carriers = {canonical(name) for name in request.context.token_headers}
     headers = {
         name: value
         for key, value in request.META.items()
-        if key.startswith("HTTP_") and (name := key[5:].replace("_", "-").lower()) not in carriers
+        if key.startswith("HTTP_") and (name := canonical(key[5:])) not in carriers
     }
     if request.META.get("CONTENT_TYPE"):
         headers["content-type"] = request.META["CONTENT_TYPE"]
@@ -143,7 +151,8 @@ class ProxyView(AuditedAPIView):
         context = request.context
         context.method = request.method
         try:
-            context.path = raw_path(request, kwargs["service"])[:MAX_PATH_LENGTH] or "/"
+            path = without_tokens(raw_path(request, kwargs["service"]))
+            context.path = path[:MAX_PATH_LENGTH] or "/"
         except InvalidProxyPath:
             context.path = "/"
         super().initial(request, *args, **kwargs)

@@ -39,13 +39,14 @@ from services.broker.answers import (
     readable,
 )
 from services.broker.destination import destination_for, placed_credential
-from services.broker.headers import outbound_headers
+from services.broker.headers import check_headers, outbound_headers
 from services.broker.limits import call_in_flight
 from services.broker.locations import onto_proxy
 from services.broker.methods import methods_named
 from services.broker.paths import ProxyPath, checked_path, grant_allows
 from services.broker.redaction import Redaction
 from services.broker.streams import PassedOn
+from services.broker.tokens import refuse_carried_tokens
 from services.exceptions import (
     InvalidProxyPath,
     InvalidProxyRequest,
@@ -87,6 +88,10 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     """Make the agent's call to its provider with the stored credential; record its event
     (`via`: where the call came from besides the proxy route, `mcp`)."""
     path = checked_path(request.raw_path)
+    check_headers(request.headers)
+    refuse_carried_tokens(
+        headers=request.headers, path=request.raw_path, query=request.query, body=request.body
+    )
     methods = methods_named(method=request.method, headers=request.headers, query=request.query)
     if request.body and methods & outbound.BODILESS_METHODS:
         # An override that names GET, HEAD or OPTIONS on a request with a body: a provider
