@@ -833,3 +833,70 @@ class GitLabStandIn(SdkStandIn):
                 "members": f"{api}/members",
             },
         }
+
+
+# --- headers meant for credvault or its proxy ------------------------------------------------
+
+
+class _Gated:
+    """A stream's events, the second and later written only once `gate` is set (or the
+    stand-in stops): a test sees the first arrive while the provider still holds the rest."""
+
+    def __init__(self, events: tuple[bytes, ...], gate: threading.Event, stopped: threading.Event):
+        self.events, self.gate, self.stopped = events, gate, stopped
+
+    def __bool__(self) -> bool:
+        return bool(self.events)
+
+    def __iter__(self):
+        for number, event in enumerate(self.events):
+            if number == 1:
+                while not (self.gate.wait(0.05) or self.stopped.is_set()):
+                    pass
+            yield event
+
+
+class ProxyHeadersStandIn(SdkStandIn):
+    """A provider whose answers carry headers meant for credvault or for the proxy in front of
+    it: `X-Accel-Redirect` to an internal location of the shipped nginx configuration
+    (`REDIRECT`), the other `X-Accel-*`, and `X-Credvault-Error: spoof`. The key is a bearer.
+    `GET /stream` is an event stream whose first event is padded past any redaction hold-back
+    and whose second waits for `gate`; any other path is a JSON answer."""
+
+    REDIRECT = "/_credvault/413"
+    BODY = {"from": "the provider"}
+
+    def __init__(self, credential: str) -> None:
+        super().__init__(credential)
+        self.gate = threading.Event()
+
+    def reset(self) -> None:
+        super().reset()
+        self.gate.clear()
+
+    @property
+    def meant_for_others(self) -> dict[str, str]:
+        return {
+            "X-Accel-Redirect": self.REDIRECT,
+            "X-Accel-Buffering": "yes",
+            "X-Accel-Limit-Rate": "100",
+            "X-Accel-Expires": "600",
+            "X-Accel-Charset": "koi8-r",
+            "X-Credvault-Error": "spoof",
+            "X-Credvault-Request-Id": "spoofed",
+            "X-Provider-Own": "kept",
+        }
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return self._bearer(headers)
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(401, {"message": "Bad credentials"})
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        if urlsplit(target).path == "/stream":
+            first = b": " + b"p" * 2048 + b"\n" + _sse({"n": 1})
+            events = (first, _sse({"n": 2}), _sse({"n": 3}))
+            gated = _Gated(events, self.gate, self.stopped)
+            return Answer(200, headers=self.meant_for_others, events=gated)  # type: ignore[arg-type]
+        return Answer(200, self.BODY, self.meant_for_others)
