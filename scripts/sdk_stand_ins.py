@@ -900,3 +900,42 @@ class ProxyHeadersStandIn(SdkStandIn):
             gated = _Gated(events, self.gate, self.stopped)
             return Answer(200, headers=self.meant_for_others, events=gated)  # type: ignore[arg-type]
         return Answer(200, self.BODY, self.meant_for_others)
+
+
+# --- Telegram --------------------------------------------------------------------------------
+
+
+class TelegramStandIn(SdkStandIn):
+    """The Telegram Bot API (https://core.telegram.org/bots/api): the bot's token in the path,
+    `/bot<token>/<method>`, parameters as a form or JSON; every answer `{"ok": ..., "result":
+    ...}`, a wrong token 401 `Unauthorized`. `getMe` and `sendMessage`; the message's text
+    echoes the token it was called with."""
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return True  # the token is in the path: `route` judges it
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        head = f"/bot{self.credential}/"
+        path = unquote(urlsplit(target).path)
+        if not path.startswith(head):
+            return self.refusal(headers)
+        name = path[len(head) :].lower()
+        if _header(headers, "Content-Type").startswith("application/json"):
+            params = {key: str(value) for key, value in _json_body(body).items()}
+        else:
+            params = {key: values[0] for key, values in parse_qs(body.decode()).items()}
+        if name == "getme":
+            user = {"id": 4242, "is_bot": True, "first_name": "Stand-in", "username": "stand_bot"}
+            return Answer(200, {"ok": True, "result": user})
+        if name == "sendmessage":
+            message = {
+                "message_id": 7,
+                "date": CREATED,
+                "chat": {"id": int(params.get("chat_id", "0")), "type": "private"},
+                "text": f"{params.get('text', '')} (sent with {self.credential})",
+            }
+            return Answer(200, {"ok": True, "result": message})
+        return Answer(404, {"ok": False, "error_code": 404, "description": "Not Found"})

@@ -108,9 +108,12 @@ def _documented(method: str):
         summary="Call a granted service's provider through credvault (agent token)",
         tags=["agent"],
         description="credvault adds the stored credential and passes back the provider's "
-        "status, headers (less Set-Cookie and hop-by-hop) and body, every injected value "
-        "replaced by [REDACTED]. 400 invalid_proxy_path, or invalid_proxy_request (a body on "
-        "GET or HEAD); 403 not_granted (no grant, or the "
+        "status, headers (less Set-Cookie, hop-by-hop, X-Credvault-* and X-Accel-*) and body, "
+        "every injected value "
+        "replaced by [REDACTED]. 400 invalid_proxy_path, invalid_proxy_request (a body on "
+        "GET or HEAD, a header name that is no token or a value with a control character), or "
+        "agent_token_in_request (a cva_ or cvt_ token outside the places the agent token is "
+        "read from); 403 not_granted (no grant, or the "
         "method or path outside it); 404 service_not_connected; 409 not_proxyable (no API "
         "address or credential placement for the service); 413 over "
         "CREDVAULT_PROXY_MAX_BODY; 502 upstream_unavailable, upstream_too_large or "
