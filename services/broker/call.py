@@ -1,11 +1,11 @@
 """The brokered call, in the order a request meets its rules.
 
-The path is checked (nothing is sent for a path that could leave the provider's API), and so are
-the headers (one rule set for every route, `headers`) and that no credvault token rides along
-(`tokens`); the grant is read with the stored set in one statement (no grant, a method or path
-outside it, every method the request names counted, nothing stored: refused, nothing sent); an
-endpoint that mints a credential needs a grant that names it (sensitive endpoints); the token's
-calls in flight are counted (at most CREDVAULT_PROXY_MAX_CONCURRENT); the set is made usable (refreshed
+The path is checked (nothing is sent for a path that could leave the provider's API), the headers
+(one rule set for every route) and that no credvault token rides along (`tokens`); the grant
+is read with the stored set in one statement (no grant, a method or path outside it, every
+method the request names counted, nothing stored: refused, nothing sent); an endpoint that
+mints a credential needs a grant that names it (sensitive endpoints); the token's calls in
+flight are counted (at most CREDVAULT_PROXY_MAX_CONCURRENT); the set is made usable (refreshed
 first when it is an OAuth set about to expire); the destination and the credential's placement
 come from the catalog; the call goes through the strict outbound client; the answer is passed
 back with every injected value redacted and its addresses moved onto the proxy, whole when it
