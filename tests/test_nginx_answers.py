@@ -138,6 +138,7 @@ class Nginx:
         self.binary, self.directory = binary, directory
         self.port = free_port()
         self.process: subprocess.Popen | None = None
+        self.access_log = directory / "access.log"
         cert, key = directory / "credvault.crt", directory / "credvault.key"
         subject = ["-subj", f"/CN={HOST}", "-keyout", str(key), "-out", str(cert)]
         subprocess.run(
@@ -155,6 +156,7 @@ class Nginx:
             ("listen 80;", f"listen 127.0.0.1:{free_port()};"),
             ("listen [::]:443 ssl;", ""),
             ("listen [::]:80;", ""),
+            ("/var/log/nginx/access.log", str(self.access_log)),
         ):
             assert shipped in site, shipped
             site = site.replace(shipped, local)
@@ -306,3 +308,24 @@ def test_nginx_itself_obeys_no_x_accel_header_of_an_answer(live_stand_in, tmp_pa
     assert json.loads(answer.data) == ProxyHeadersStandIn.BODY
     assert not [name for name in answer.headers if name.lower().startswith("x-accel-")]
     assert answer.headers["X-Credvault-Error"] == "spoof"  # credvault's to drop, above
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nginx_logs_no_token_of_a_url(live_bot, live_stand_in, credvault, tmp_path):
+    """Telegram's SDK puts the agent token in the path, a careless one in the query: nginx's
+    access log withholds both (credvault refuses the second, and logs neither)."""
+    with Nginx(_nginx(), tmp_path, credvault.port) as nginx:
+        in_path = nginx.request("GET", f"/api/v1/agent/proxy/telegram/bot{live_bot}/getMe")
+        in_query = nginx.request(
+            "GET",
+            f"{PROXIED}/accel?key={live_bot}&again=cva%5F{live_bot[4:]}",
+            headers={"Authorization": f"Bearer {live_bot}"},
+        )
+    assert in_path.status == 403  # no grant on telegram: refused, but the token was read
+    assert in_query.status == 400
+    assert json.loads(in_query.data)["code"] == "agent_token_in_request"
+    logged = nginx.access_log.read_text()
+    assert live_bot[4:] not in logged
+    assert "/api/v1/agent/proxy/telegram/botcva_.../getMe" in logged
+    assert "/accel?key=cva_...&again=cva_..." in logged
+    assert live_stand_in.requests == []
