@@ -1642,3 +1642,109 @@ class GitHubGraphQLStandIn(GraphQLStandIn):
                 },
             },
         }
+
+
+# --- headers meant for credvault or its proxy ------------------------------------------------
+
+
+class _Gated:
+    """A stream's events, the second and later written only once `gate` is set (or the
+    stand-in stops): a test sees the first arrive while the provider still holds the rest."""
+
+    def __init__(self, events: tuple[bytes, ...], gate: threading.Event, stopped: threading.Event):
+        self.events, self.gate, self.stopped = events, gate, stopped
+
+    def __bool__(self) -> bool:
+        return bool(self.events)
+
+    def __iter__(self):
+        for number, event in enumerate(self.events):
+            if number == 1:
+                while not (self.gate.wait(0.05) or self.stopped.is_set()):
+                    pass
+            yield event
+
+
+class ProxyHeadersStandIn(SdkStandIn):
+    """A provider whose answers carry headers meant for credvault or for the proxy in front of
+    it: `X-Accel-Redirect` to an internal location of the shipped nginx configuration
+    (`REDIRECT`), the other `X-Accel-*`, and `X-Credvault-Error: spoof`. The key is a bearer.
+    `GET /stream` is an event stream whose first event is padded past any redaction hold-back
+    and whose second waits for `gate`; any other path is a JSON answer."""
+
+    REDIRECT = "/_credvault/413"
+    BODY = {"from": "the provider"}
+
+    def __init__(self, credential: str) -> None:
+        super().__init__(credential)
+        self.gate = threading.Event()
+
+    def reset(self) -> None:
+        super().reset()
+        self.gate.clear()
+
+    @property
+    def meant_for_others(self) -> dict[str, str]:
+        return {
+            "X-Accel-Redirect": self.REDIRECT,
+            "X-Accel-Buffering": "yes",
+            "X-Accel-Limit-Rate": "100",
+            "X-Accel-Expires": "600",
+            "X-Accel-Charset": "koi8-r",
+            "X-Credvault-Error": "spoof",
+            "X-Credvault-Request-Id": "spoofed",
+            "X-Provider-Own": "kept",
+        }
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return self._bearer(headers)
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(401, {"message": "Bad credentials"})
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        if urlsplit(target).path == "/stream":
+            first = b": " + b"p" * 2048 + b"\n" + _sse({"n": 1})
+            events = (first, _sse({"n": 2}), _sse({"n": 3}))
+            gated = _Gated(events, self.gate, self.stopped)
+            return Answer(200, headers=self.meant_for_others, events=gated)  # type: ignore[arg-type]
+        return Answer(200, self.BODY, self.meant_for_others)
+
+
+# --- Telegram --------------------------------------------------------------------------------
+
+
+class TelegramStandIn(SdkStandIn):
+    """The Telegram Bot API (https://core.telegram.org/bots/api): the bot's token in the path,
+    `/bot<token>/<method>`, parameters as a form or JSON; every answer `{"ok": ..., "result":
+    ...}`, a wrong token 401 `Unauthorized`. `getMe` and `sendMessage`; the message's text
+    echoes the token it was called with."""
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        return True  # the token is in the path: `route` judges it
+
+    def refusal(self, headers: dict[str, str]) -> Answer:
+        return Answer(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+
+    def route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
+        head = f"/bot{self.credential}/"
+        path = unquote(urlsplit(target).path)
+        if not path.startswith(head):
+            return self.refusal(headers)
+        name = path[len(head) :].lower()
+        if _header(headers, "Content-Type").startswith("application/json"):
+            params = {key: str(value) for key, value in _json_body(body).items()}
+        else:
+            params = {key: values[0] for key, values in parse_qs(body.decode()).items()}
+        if name == "getme":
+            user = {"id": 4242, "is_bot": True, "first_name": "Stand-in", "username": "stand_bot"}
+            return Answer(200, {"ok": True, "result": user})
+        if name == "sendmessage":
+            message = {
+                "message_id": 7,
+                "date": CREATED,
+                "chat": {"id": int(params.get("chat_id", "0")), "type": "private"},
+                "text": f"{params.get('text', '')} (sent with {self.credential})",
+            }
+            return Answer(200, {"ok": True, "result": message})
+        return Answer(404, {"ok": False, "error_code": 404, "description": "Not Found"})

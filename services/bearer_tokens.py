@@ -13,9 +13,11 @@ display prefix (the kind and the first 8 random characters) are stored.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import zlib
 from dataclasses import dataclass
+from urllib.parse import unquote_to_bytes
 
 BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _BASE62_SET = frozenset(BASE62)
@@ -80,3 +82,43 @@ def is_well_formed(token: str, kind: str = ACCOUNT_KIND) -> bool:
         return False
     random_part, check = body[:RANDOM_LENGTH], body[RANDOM_LENGTH:]
     return secrets.compare_digest(checksum(random_part), check)
+
+
+# A token in a request's text: its kind, `_`, its random part and checksum (is_well_formed
+# decides); and a token-shaped run, as a log line withholds it.
+_TOKEN_TEXT = re.compile(rb"(cv[at])_([0-9A-Za-z]{46})")
+_TOKEN_LOGGED = re.compile(r"(cv[at])(?:_|%5[Ff]|%255[Ff])[0-9A-Za-z]{46}")
+# Percent-decoding rounds before a text is judged free of tokens: a value encoded twice or
+# three times over is still found.
+_DECODING_ROUNDS = 4
+
+
+def _holds_token(data: bytes) -> bool:
+    for found in _TOKEN_TEXT.finditer(data):
+        kind, body = found.group(1).decode(), found.group(2).decode()
+        if is_well_formed(f"{kind}_{body}", kind):
+            return True
+    return False
+
+
+def carries_token(data: str | bytes) -> bool:
+    """Whether `data` holds a well-formed account or agent token anywhere: as it is, or
+    percent-decoded (a few times over)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    for _ in range(_DECODING_ROUNDS):
+        if _holds_token(raw):
+            return True
+        if b"%" not in raw:
+            return False
+        decoded = unquote_to_bytes(raw)
+        if decoded == raw:
+            return False
+        raw = decoded
+    return _holds_token(raw)
+
+
+def withheld(text: str) -> str:
+    """`text` with every token-shaped run (a whole token's length, checksum or not, its `_`
+    percent-encoded once or twice too) replaced by its kind and `_...`, for a log line; a
+    display prefix (`cva_AbCd1234`) stays."""
+    return _TOKEN_LOGGED.sub(r"\1_...", text)

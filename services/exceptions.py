@@ -444,3 +444,12 @@ class InvalidGraphQL(ProblemError):
         "A brokered call to a GraphQL endpoint must be a GraphQL request credvault can read: "
         "JSON with a `query` document that parses (or a batch of them)."
     )
+
+
+class AgentTokenInRequest(ProblemError):
+    default_code = "agent_token_in_request"
+    default_detail = (
+        "The request carries a credvault token (cva_ or cvt_) outside the places the agent "
+        "token is read from (another header, the query string, another path segment, the "
+        "body): nothing was sent, so that no provider ever receives one."
+    )

@@ -4,6 +4,10 @@ An exception's text can carry what the code was handling (a URL with a key in it
 value in a KeyError), so log records print the exception class and the stack, never its text;
 except for credvault's own exceptions whose class declares `message_is_safe_to_log` because
 it writes every message itself from names and ids (a DecryptionError names its row).
+
+No line holds a whole account or agent token either (`bearer_tokens.withheld`): a path can
+carry one (Telegram's `/bot<agent token>/getMe` on the proxy), and Django's own response
+warnings print the path.
 """
 
 from __future__ import annotations
@@ -13,16 +17,21 @@ import traceback
 from types import TracebackType
 from urllib.parse import quote
 
+from services.bearer_tokens import withheld
+
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
 def escaped_path(path: str) -> str:
     """A path as a log line writes it: percent-encoded, so that no control character or
-    newline reaches the log."""
-    return quote(path, safe=_PATH_SAFE)
+    newline reaches the log, and any token in it withheld."""
+    return withheld(quote(path, safe=_PATH_SAFE))
 
 
 class RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return withheld(super().format(record))
+
     def formatException(
         self,
         ei: tuple[type[BaseException], BaseException, TracebackType | None]

@@ -11,9 +11,12 @@ token in place of the key: `Authorization` with the scheme `Bearer` or `token` (
 `Authorization: Basic` as the user name or the password, whatever the other part is (empty,
 `x`, Twilio's Account SID, an Atlassian e-mail address: it is dropped with the header), and,
 on a brokered call, the header that the service's credential placement uses (`x-api-key` for
-Anthropic, `PRIVATE-TOKEN` for GitLab, ...). Two different tokens in one request are 400
-`ambiguous_credentials`. The headers that carried it are noted in the request's context, so
-that none of them is sent on.
+Anthropic, `PRIVATE-TOKEN` for GitLab, ...), or, for a service whose credential goes in the
+path (Telegram's `/bot{token}/`), the path segment where the credential goes
+(`/api/v1/agent/proxy/telegram/bot<agent token>/getMe`: `path_token`). Two different tokens in
+one request are 400 `ambiguous_credentials`. The headers that carried it are noted in the
+request's context, so that none of them is sent on; the path segment is taken out of the path
+by the proxy's view, and the credential goes in its place.
 
 An accepted token becomes the request's `Principal` (`request.user` and
 `request.context.principal`); a known token refused as revoked or expired leaves its principal
@@ -26,6 +29,7 @@ import base64
 import binascii
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from urllib.parse import unquote
 
 from django.db.models import Q
 from django.utils import timezone
@@ -72,7 +76,8 @@ def _header(request: Request, name: str) -> str:
     return request.META.get("HTTP_" + name.upper().replace("-", "_"), "")
 
 
-# How a credvault token begins (`cva_`, `cvt_`): what tells it from the other part of a pair.
+# How a credvault token begins (`cva_`, `cvt_`): what tells it from the other part of a Basic
+# pair, and from a provider's own path segment where a credential goes in the path.
 _TOKEN_HEADS = tuple(f"{kind}_" for kind in _TOKEN_KINDS.values())
 
 
@@ -88,14 +93,53 @@ def _from_basic(credentials: bytes) -> set[str]:
     return {part for part in (user, password) if part.startswith(_TOKEN_HEADS)}
 
 
+def _provider(service: str) -> catalog.Provider | None:
+    """The catalog's provider of a brokered call's service as the path names it (`github`,
+    `huggingface~router`: its base set apart), None for a custom or malformed one."""
+    service, _ = split_base(service)
+    try:
+        return catalog.get(normalize_service(service))
+    except InvalidIdentifier:
+        return None
+
+
+def path_token(service: str, path: str) -> tuple[str, str] | None:
+    """For a service whose credential goes in the path (the catalog's auth type `url`:
+    Telegram's `/bot{bot_token}/getMe`), the token an SDK put where the credential goes
+    (`/bot<token>/getMe`, the segment percent-decoded), and the path after that segment
+    (`/getMe`); None when there is none. Only a value that begins as credvault's tokens do
+    (`cva_`, `cvt_`) is read as one: any other path is the provider's, as it is."""
+    provider = _provider(service)
+    if provider is None:
+        return None
+    for shape in provider.shapes:
+        auth = shape.check.auth if shape.check is not None else None
+        if auth is None or auth.type != "url":
+            continue
+        head = shape.check.path.partition("{" + auth.field + "}")[0]
+        if not path.startswith(head):
+            continue
+        segment, slash, rest = path[len(head) :].partition("/")
+        token = unquote(segment)
+        if token.startswith(_TOKEN_HEADS):
+            return token, slash + rest
+    return None
+
+
 def agent_token(
-    request: Request, *, placement_headers: Iterable[tuple[str, str]] = ()
+    request: Request,
+    *,
+    placement_headers: Iterable[tuple[str, str]] = (),
+    in_path: str | None = None,
 ) -> tuple[str | None, frozenset[str]]:
     """The agent token a request carries, and the lower-case names of the headers that carried
     it: the token, '' when a header was malformed, None when there is none. Raises
     AmbiguousCredentials for two different tokens. `placement_headers` are (name, prefix)
-    pairs of a brokered call's credential placement."""
+    pairs of a brokered call's credential placement; `in_path` the token of its path
+    (`path_token`)."""
     found: dict[str, set[str]] = {}
+    if in_path:
+        found[in_path] = set()
     malformed = False
     parts = _header(request, "Authorization").encode(HTTP_HEADER_ENCODING, "replace").split()
     scheme = parts[0].lower() if parts else b""
@@ -207,19 +251,35 @@ class AgentTokenAuthentication(_TokenAuthentication):
     kind = AGENT_TOKEN
 
     def token_of(self, request: Request) -> str | None:
-        token, carriers = agent_token(request, placement_headers=self.placement_headers(request))
+        token, carriers = agent_token(
+            request,
+            placement_headers=self.placement_headers(request),
+            in_path=self.in_path(request),
+        )
         request.context.token_headers = carriers
         return token
 
-    def placement_headers(self, request: Request) -> Iterable[tuple[str, str]]:
-        """On a brokered call (a view with `reads_placement_headers`), the headers of the
-        service's credential placement; elsewhere none."""
+    @staticmethod
+    def _brokered(request: Request) -> dict[str, str] | None:
+        """A brokered call's path arguments (a view with `reads_placement_headers`), else
+        None."""
         context = request.parser_context or {}
         if not getattr(context.get("view"), "reads_placement_headers", False):
-            return ()
-        service, _ = split_base(context.get("kwargs", {}).get("service", ""))
-        try:
-            provider = catalog.get(normalize_service(service))
-        except InvalidIdentifier:
-            return ()
+            return None
+        return context.get("kwargs", {})
+
+    def placement_headers(self, request: Request) -> Iterable[tuple[str, str]]:
+        """On a brokered call, the headers of the service's credential placement; elsewhere
+        none."""
+        arguments = self._brokered(request)
+        provider = _provider(arguments.get("service", "")) if arguments is not None else None
         return provider.placement_headers if provider is not None else ()
+
+    def in_path(self, request: Request) -> str | None:
+        """On a brokered call to a service whose credential goes in the path, the token in
+        the credential's segment (`path_token`); elsewhere None."""
+        arguments = self._brokered(request)
+        if arguments is None:
+            return None
+        found = path_token(arguments.get("service", ""), "/" + arguments.get("path", ""))
+        return found[0] if found is not None else None

@@ -17,7 +17,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from providers import outbound
 from providers.identifiers import InvalidIdentifier, normalize_service, split_base
 from services import credentials
-from services.api.authentication import AgentTokenAuthentication
+from services.api.authentication import AgentTokenAuthentication, path_token
 from services.api.base import AuditedAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import body_at_most
@@ -28,7 +28,9 @@ from services.audit import Operation
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
 from services.broker.destination import Base, named_base
+from services.broker.headers import canonical
 from services.broker.paths import MAX_PATH_LENGTH
+from services.broker.tokens import without_tokens
 from services.exceptions import (
     InvalidProxyPath,
     InvalidProxyRequest,
@@ -41,9 +43,11 @@ METHODS = ("get", "head", "post", "put", "patch", "delete")
 
 def raw_path(request: ApiRequest, service: str) -> str:
     """The path after the service, as the agent sent it (still percent-encoded): `""` or
-    `/...`. gunicorn hands on the request target as it came (RAW_URI); elsewhere (Django's test
-    client) the decoded path is encoded again. A target whose proxy prefix is itself
-    percent-encoded (`/api/v1/agent/%70roxy/...`) is no brokered call: 404, nothing sent."""
+    `/...`, less the segment that carried the agent token for a service whose credential goes
+    in the path (`/bot<token>/getMe` is `/getMe`: the credential goes in its place). gunicorn
+    hands on the request target as it came (RAW_URI); elsewhere (Django's test client) the
+    decoded path is encoded again. A target whose proxy prefix is itself percent-encoded
+    (`/api/v1/agent/%70roxy/...`) is no brokered call: 404, nothing sent."""
     raw = request.META.get("RAW_URI")
     target = urlsplit(raw).path if raw else quote(request.path, safe="/")
     if not target.startswith(PROXY_PATH_PREFIX):
@@ -51,7 +55,9 @@ def raw_path(request: ApiRequest, service: str) -> str:
     service_raw, separator, rest = target[len(PROXY_PATH_PREFIX) :].partition("/")
     if unquote(service_raw) != service:
         raise InvalidProxyPath()  # an encoded '/' in the service's segment
-    return separator + rest
+    path = separator + rest
+    carried = path_token(service, path)
+    return carried[1] if carried is not None else path
 
 
 def proxy_target(request: ApiRequest, segment: str) -> tuple[str, Base, str]:
@@ -63,12 +69,14 @@ def proxy_target(request: ApiRequest, segment: str) -> tuple[str, Base, str]:
 
 
 def agent_headers(request: ApiRequest) -> dict[str, str]:
-    """The agent's headers (lower-case names), less those that carried its token."""
-    carriers = request.context.token_headers
+    """The agent's headers (lower-case names, as the WSGI environment gives them: `_` is `-`),
+    less those that carried its token. They obey the broker's rule set for headers
+    (services/broker/headers.py) as call_api's do."""
+    carriers = {canonical(name) for name in request.context.token_headers}
     headers = {
         name: value
         for key, value in request.META.items()
-        if key.startswith("HTTP_") and (name := key[5:].replace("_", "-").lower()) not in carriers
+        if key.startswith("HTTP_") and (name := canonical(key[5:])) not in carriers
     }
     if request.META.get("CONTENT_TYPE"):
         headers["content-type"] = request.META["CONTENT_TYPE"]
@@ -113,9 +121,12 @@ def _documented(method: str):
         summary="Call a granted service's provider through credvault (agent token)",
         tags=["agent"],
         description="credvault adds the stored credential and passes back the provider's "
-        "status, headers (less Set-Cookie and hop-by-hop) and body, every injected value "
-        "replaced by [REDACTED]. 400 invalid_proxy_path, or invalid_proxy_request (a body on "
-        "GET or HEAD); 403 not_granted (no grant, or the base, "
+        "status, headers (less Set-Cookie, hop-by-hop, X-Credvault-* and X-Accel-*) and body, "
+        "every injected value "
+        "replaced by [REDACTED]. 400 invalid_proxy_path, invalid_proxy_request (a body on "
+        "GET or HEAD, a header name that is no token or a value with a control character), or "
+        "agent_token_in_request (a cva_ or cvt_ token outside the places the agent token is "
+        "read from); 403 not_granted (no grant, or the base, "
         "method or path outside it); 404 service_not_connected; 409 not_proxyable (no API "
         "address or credential placement for the service); 413 over "
         "CREDVAULT_PROXY_MAX_BODY; 502 upstream_unavailable, upstream_too_large or "
@@ -170,7 +181,7 @@ class ProxyView(AuditedAPIView):
             context.service = normalize_service(split_base(kwargs["service"])[0])
         try:
             _, base, path = proxy_target(request, kwargs["service"])
-            context.path = (base.spelling + (path or "/"))[:MAX_PATH_LENGTH]
+            context.path = without_tokens(base.spelling + (path or "/"))[:MAX_PATH_LENGTH]
         except (InvalidProxyPath, InvalidService):
             context.path = "/"
         super().initial(request, *args, **kwargs)

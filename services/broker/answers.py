@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from providers import outbound
-from services.broker.headers import header_tokens
+from services.broker.headers import canonical, header_tokens
 from services.broker.redaction import Redaction
 from services.broker.streams import PassedOn
 from services.exceptions import (
@@ -33,6 +33,11 @@ DROPPED_ANSWER_HEADERS = frozenset(
         "content-encoding",
     }
 )
+# Prefixes of the provider's headers that never reach the agent: credvault's own
+# (`X-Credvault-Error` tells credvault's refusal from the provider's answer, so a provider never
+# writes it) and those a proxy in front of credvault obeys (nginx's `X-Accel-Redirect` would
+# serve another of its locations in the provider's place).
+DROPPED_ANSWER_PREFIXES = ("x-credvault-", "x-accel-")
 # The codings the outbound client decodes; an answer in another one cannot be redacted.
 DECODED_CODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})
 
@@ -90,9 +95,10 @@ def addresses_in_body(answer: outbound.OpenAnswer, *, answer_urls: str, method: 
 def agents_headers(
     answer: outbound.OpenAnswer, redaction: Redaction, *, method: str
 ) -> list[tuple[str, str]]:
-    """The provider's end-to-end headers less Set-Cookie, each with every injected value
-    redacted. The body is passed on decoded and framed again, so its length and coding go,
-    but for a HEAD answer, which keeps the Content-Length of the GET it stands for."""
+    """The provider's end-to-end headers less Set-Cookie, credvault's own and a proxy's (by
+    their canonical names: `X_Accel_Redirect` too), each with every injected value redacted.
+    The body is passed on decoded and framed again, so its length and coding go, but for a
+    HEAD answer, which keeps the Content-Length of the GET it stands for."""
     connection_named = header_tokens(answer.headers, "connection")
     dropped = (
         DROPPED_ANSWER_HEADERS - {"content-length"} if method == "HEAD" else DROPPED_ANSWER_HEADERS
@@ -100,7 +106,9 @@ def agents_headers(
     return [
         (name, redaction.apply(value.encode("latin-1")).decode("latin-1"))
         for name, value in answer.headers
-        if name.lower() not in dropped and name.lower() not in connection_named
+        if name.lower() not in dropped
+        and name.lower() not in connection_named
+        and not canonical(name).startswith(DROPPED_ANSWER_PREFIXES)
     ]
 
 

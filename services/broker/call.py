@@ -1,6 +1,7 @@
 """The brokered call, in the order a request meets its rules.
 
-The path is checked (nothing is sent for a path that could leave the provider's API); the grant
+The path is checked (nothing is sent for a path that could leave the provider's API), the headers
+(one rule set for every route) and that no credvault token rides along (`tokens`); the grant
 is read with the stored set in one statement (no grant, a method or path outside it, every
 method the request names counted, nothing stored: refused, nothing sent); an endpoint that
 mints a credential needs a grant that names it (sensitive endpoints), and so does a GraphQL
@@ -46,7 +47,7 @@ from services.broker.answers import (
     readable,
 )
 from services.broker.destination import Base, checked_base, destination_for, placed_credential
-from services.broker.headers import outbound_headers
+from services.broker.headers import check_headers, outbound_headers
 from services.broker.limits import call_in_flight
 from services.broker.locations import json_onto_proxy, onto_proxy
 from services.broker.methods import methods_named
@@ -55,6 +56,7 @@ from services.broker.paths import ProxyPath, checked_path, grant_allows
 from services.broker.redaction import Redaction
 from services.broker.redirects import followed
 from services.broker.streams import PassedOn
+from services.broker.tokens import refuse_carried_tokens
 from services.exceptions import (
     InvalidProxyPath,
     InvalidProxyRequest,
@@ -106,6 +108,10 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     started = time.monotonic()
     path = checked_path(request.raw_path)
     checked_base(catalog.get(service), request.base)
+    check_headers(request.headers)
+    refuse_carried_tokens(
+        headers=request.headers, path=request.raw_path, query=request.query, body=request.body
+    )
     methods = methods_named(method=request.method, headers=request.headers, query=request.query)
     if request.body and methods & outbound.BODILESS_METHODS:
         # An override that names GET, HEAD or OPTIONS on a request with a body: a provider

@@ -8,7 +8,10 @@ package's server routes it:
   version the client asked for when it is one of those two, else `2025-11-25` (the client then
   decides whether it speaks it). A JSON-RPC error is answered 200, but for a body that is no
   JSON (-32700) or no JSON-RPC request (-32600): 400. A header naming an older revision
-  (`2024-11-05`, `2025-03-26`) is 400.
+  (`2024-11-05`, `2025-03-26`) is 400. A request whose `_meta` names a protocol version (the
+  2026-07-28 envelope's key) that its header does not (a 2026-07-28 body sent without the
+  header, or under a handshake-era one) is -32020, answered 400 as that revision does, and
+  nothing is called.
 - any other header: the stateless revision 2026-07-28. Every request carries its version and
   the client's capabilities in `params._meta` (missing: -32602); the `MCP-Protocol-Version`,
   `Mcp-Method` and (for `tools/call`) `Mcp-Name` headers must agree with the body (-32020);
@@ -130,6 +133,10 @@ def answer(*, actor: Actor, body: bytes, headers: Mapping[str, str], proxy_base:
             RpcError(INVALID_REQUEST, f"Unsupported protocol version: {version}"),
             statuses,
         )
+    if not modern and _claims_version(params, version):
+        # A body that speaks a revision its header does not name: the header routed it here,
+        # the body says otherwise, and neither is trusted.
+        return _error(request_id, _header_mismatch(), MODERN_ERROR_STATUS)
     try:
         if modern:
             _check_envelope(message, params, headers)
@@ -146,6 +153,25 @@ def _unsupported(requested: Any) -> RpcError:
         UNSUPPORTED_PROTOCOL_VERSION,
         "Unsupported protocol version",
         {"supported": list(MODERN_VERSIONS), "requested": requested},
+    )
+
+
+def _header_mismatch() -> RpcError:
+    return RpcError(
+        HEADER_MISMATCH,
+        "MCP-Protocol-Version header does not match the request's protocol version",
+    )
+
+
+def _claims_version(params: Mapping[str, Any], version: str | None) -> bool:
+    """Whether a handshake-era request's `_meta` names a protocol version (the 2026-07-28
+    envelope's key) that its `MCP-Protocol-Version` header does not: a missing header
+    included."""
+    meta = params.get("_meta")
+    return (
+        isinstance(meta, dict)
+        and PROTOCOL_VERSION_META in meta
+        and meta[PROTOCOL_VERSION_META] != version
     )
 
 
@@ -174,10 +200,7 @@ def _check_envelope(
         )
     requested = meta[PROTOCOL_VERSION_META]
     if headers.get("mcp-protocol-version") != requested:
-        raise RpcError(
-            HEADER_MISMATCH,
-            "MCP-Protocol-Version header does not match the request's protocol version",
-        )
+        raise _header_mismatch()
     if headers.get("mcp-method") != message["method"]:
         raise RpcError(HEADER_MISMATCH, "Mcp-Method header does not match the request's method")
     name = params.get("name") if message["method"] == "tools/call" else None

@@ -41,6 +41,7 @@ from services.broker.call import ProxyRequest, call
 from services.broker.destination import named_base
 from services.broker.paths import MAX_PATH_LENGTH
 from services.broker.streams import StreamCut
+from services.broker.tokens import without_tokens
 from services.credentials import service_identifier
 from services.exceptions import PayloadTooLarge, ProblemError
 from services.grants import PROXY_METHODS, GrantSpec
@@ -206,6 +207,25 @@ CALL_API_INPUT: dict[str, Any] = {
 }
 
 
+def _valid_text(value: Any) -> bool:
+    """Whether every string in a JSON value, keys included, is Unicode text: JSON's `\\ud800`
+    decodes to a lone surrogate, which no request, header or database can carry."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True
+
+
 def _string(arguments: Mapping[str, Any], name: str) -> str:
     value = arguments.get(name)
     if not isinstance(value, str):
@@ -239,7 +259,12 @@ def _headers(headers: Any) -> dict[str, str]:
 
 
 def proxy_request(arguments: Mapping[str, Any], *, proxy_url: str) -> tuple[str, ProxyRequest]:
-    """The service and the ProxyRequest that `call_api`'s arguments describe."""
+    """The service and the ProxyRequest that `call_api`'s arguments describe. Its headers obey
+    the broker's rule set for headers (services/broker/headers.py), as the proxy's do."""
+    if not _valid_text(arguments):
+        raise InvalidArguments(
+            "The arguments hold text that is not valid Unicode (a lone surrogate such as \\ud800)."
+        )
     unknown = set(arguments) - set(CALL_API_INPUT["properties"])
     if unknown:
         raise InvalidArguments(f"Unknown argument: {sorted(unknown)[0]}.")
@@ -284,7 +309,9 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
             actor,
             service="",
             method=method.upper() if str(method).upper() in PROXY_METHODS else "",
-            path=path[:MAX_PATH_LENGTH] if isinstance(path, str) else "",
+            path=without_tokens(path)[:MAX_PATH_LENGTH]
+            if isinstance(path, str) and _valid_text(path)
+            else "",
             status=400,
         )
         return _refusal(400, "invalid_arguments", str(exc))
@@ -308,7 +335,7 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
             actor,
             service=normalized,
             method=request.method,
-            path=request.agent_path,
+            path=without_tokens(request.agent_path),
             status=problem.status_code,
         )
         return _refusal(problem.status_code, problem.default_code, str(problem.detail))
