@@ -58,7 +58,7 @@ from services.exceptions import (
     ServiceNotConnected,
 )
 from services.masking import Secret
-from services.models import AuditEvent, AuditOutcome
+from services.models import AuditOutcome
 
 logger = logging.getLogger("credvault.audit")
 
@@ -153,7 +153,7 @@ class _Event:
 
     def __init__(self, *, actor: Actor, service: str, request: ProxyRequest, via: str) -> None:
         self._actor, self._service, self._request, self._via = actor, service, request, via
-        self.written: AuditEvent | None = None
+        self.written: audit.EventRow | None = None
 
     def sending(self, sent_path: str) -> None:
         """The request is about to leave for the provider (again, after a refresh: once)."""
