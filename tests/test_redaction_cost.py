@@ -9,14 +9,20 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import threading
 from urllib.parse import quote
 
 import pytest
+import urllib3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scripts.harness import Gunicorn, server_env
+from scripts.stand_ins import ProviderServer
 from services.broker import redaction
 from services.broker.redaction import Redaction, StreamRedaction
+from services.models import AuditEvent
+from tests.support import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
 
 SECRET = "sk-proj-9fK2mQ7xR4tV8wZ1bN5cL3hJ6gD0sA"
 PAIR = f"user:{SECRET}"
@@ -206,3 +212,84 @@ def test_the_fold_finds_whatever_reading_every_escape_finds(drawn, points):
     finally:
         redaction.FOLD_FROM = original
     assert folded == exact
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dense_streams_at_the_cap_leave_the_worker_alive_and_answering(
+    alice_api, bob_api, settings
+):
+    """One gevent worker under gunicorn with a 3-second timeout; alice's agent at its cap of
+    8 calls, each a 16 MiB answer of dense HTML escapes passed on as fast as it comes (its
+    reads never wait); while they run, bob's call on the same worker is answered. Every
+    stream ends whole and redacted, and the worker is never killed. (Read escape by escape,
+    the streams cost about 30 s of the worker's CPU, with no pause between pieces.)"""
+    assert alice_api.store("github", creds(api_key=SECRET)).status_code == 201
+    assert put_agent(alice_api, "bot", ["github"]).status_code == 201
+    alice = agent_token(alice_api, "bot")
+    assert bob_api.store("stripe", creds(api_key=marked("sk"))).status_code == 201
+    assert put_agent(bob_api, "bot", ["stripe"]).status_code == 201
+    bob = agent_token(bob_api, "bot")
+    piece = DENSE["html-hex"] * (65536 // len(DENSE["html-hex"]))
+    pieces = (piece,) * 256
+    streams, other = ProviderServer().start(), ProviderServer().start()
+    streams.answer(200, headers={"Content-Type": "text/html"}, chunks=pieces)
+    other.answer(200, {"object": "balance", "available": []})
+    env = server_env(
+        database_url(),
+        CREDVAULT_ENCRYPTION_KEYS=settings.CREDVAULT_ENCRYPTION_KEYS,
+        CREDVAULT_AUDIT_KEYS=settings.CREDVAULT_AUDIT_KEYS,
+        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": streams.url, "stripe": other.url}),
+        CREDVAULT_PROXY_MAX_RESPONSE=str(64 * 1024 * 1024),
+        GUNICORN_CMD_ARGS="--timeout 3",
+    )
+    started = threading.Barrier(9)
+    received: list[int | BaseException] = []
+
+    def stream(server: Gunicorn) -> None:
+        try:
+            answer = _agent_call(server, alice, "github/stream")
+            total, first = 0, True
+            for chunk in answer.read_chunked():
+                total += len(chunk)
+                if first:
+                    first = False
+                    started.wait(30)
+            received.append(total)
+        except (urllib3.exceptions.HTTPError, threading.BrokenBarrierError) as exc:
+            received.append(exc)
+
+    try:
+        with Gunicorn(env, workers=1) as server:
+            [worker] = server.worker_pids()
+            readers = [threading.Thread(target=stream, args=(server,)) for _ in range(8)]
+            for reader in readers:
+                reader.start()
+            started.wait(30)
+            answer = _agent_call(server, bob, "stripe/v1/balance")
+            assert answer.status == 200
+            assert json.loads(answer.read()) == {"object": "balance", "available": []}
+            # Answered while alice's calls were still passing on their answers.
+            assert any(reader.is_alive() for reader in readers)
+            for reader in readers:
+                reader.join(120)
+            assert received == [len(piece) * len(pieces)] * 8
+            assert server.worker_pids() == [worker]
+    finally:
+        streams.stop()
+        other.stop()
+    outcomes = [
+        (event.service, event.outcome)
+        for event in AuditEvent.objects.filter(action="agent.proxy").order_by("seq")
+    ]
+    assert sorted(outcomes) == [("github", "success")] * 8 + [("stripe", "success")]
+
+
+def _agent_call(server: Gunicorn, token: str, path: str) -> urllib3.BaseHTTPResponse:
+    return urllib3.request(
+        "GET",
+        f"{server.url}{PROXY_PREFIX}/{path}",
+        headers={"Authorization": f"Bearer {token}"},
+        preload_content=False,
+        timeout=urllib3.Timeout(connect=5, read=60),
+        retries=False,
+    )
