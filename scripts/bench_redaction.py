@@ -9,7 +9,7 @@ asserted).
 - `html-hex`, `html-dec`, `html-named`: `&#x67;...`, `&#103;...`, `&gt;&lt;...`.
 
 Two measures, each the median of `--rounds` runs, in CPU seconds (`time.process_time()` in this
-process, or the worker's utime + stime from `/proc`):
+process, or the worker's threads' time on a CPU from `/proc/PID/task/*/schedstat`):
 
 - `redaction`: the body fed to `StreamRedaction` in the 64 KiB pieces the outbound client reads
   (`outbound.READ_CHUNK`), in this process: redaction alone;
@@ -65,10 +65,10 @@ def redaction_seconds(data: bytes) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    import os
-
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The CPU time of process `pid` so far, to the nanosecond: each of its threads' time on a
+    CPU (`/proc/PID/task/*/schedstat`; `/proc/PID/stat` counts in 10 ms ticks)."""
+    tasks = Path(f"/proc/{pid}/task").glob("*/schedstat")
+    return sum(int(task.read_text().split()[0]) for task in tasks) / 1e9
 
 
 def worker_seconds(rounds: int) -> dict[str, list[float]]:
@@ -102,7 +102,7 @@ def worker_seconds(rounds: int) -> dict[str, list[float]]:
             [worker] = server.worker_pids()
             pieces = {form: _pieces(body(form)) for form in UNITS}
             for round_ in range(rounds + 1):
-                for form in UNITS:
+                for form in UNITS:  # interleaved: a change in the machine's load hits all
                     provider.answer(
                         200, headers={"Content-Type": "text/plain"}, chunks=pieces[form]
                     )

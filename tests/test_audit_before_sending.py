@@ -51,7 +51,7 @@ def _verified(account_name: str = "alice") -> None:
 
 @pytest.mark.django_db
 def test_a_call_is_one_event_with_the_path_as_sent_beside_the_agents(
-    github, provider_server, alice_api
+    github, provider_server, alice_api, caplog
 ):
     """The agent writes `%2f` in lower case: the provider receives `%2F`, and the event holds
     both spellings; the completion holds the provider's status and verifies."""
@@ -70,6 +70,18 @@ def test_a_call_is_one_event_with_the_path_as_sent_beside_the_agents(
     )
     assert (event.outcome, event.status, event.upstream_status) == ("success", 200, 200)
     assert event.completion_mac.startswith("audit-")
+    # The completion's own line on the credvault.audit logger, beside the event's.
+    [line] = [r.getMessage() for r in caplog.records if "audit_completion" in r.getMessage()]
+    assert json.loads(line) == {
+        "type": "audit_completion",
+        "account": event.account_id,
+        "seq": event.seq,
+        "digest": event.digest,
+        "outcome": "success",
+        "status": 200,
+        "upstream_status": 200,
+        "mac": event.completion_mac,
+    }
     listed = alice_api.raw("GET", "/api/v1/audit-events?limit=2").json()["events"]
     [shown] = [item for item in listed if item["action"] == "agent.proxy"]
     assert (shown["path"], shown["sentPath"]) == (
