@@ -82,10 +82,10 @@ class Redaction:
                 at = data.find(literal, at + 1)
         starts = self._literal_starts.earliest(data) if open_end else len(data)
         for escaping in ESCAPINGS:
-            escapes = data.count(escaping.introducer)
-            if not escapes:
+            if escaping.introducer not in data:  # memchr: far quicker than counting
                 continue
             needle_starts = self._needle_starts if open_end else None
+            escapes = data.count(escaping.introducer)
             if escapes > FOLD_FROM and (folded := self._folded_for(escaping)) is not None:
                 found, start = escaping.scan_folded(data, self._needles, needle_starts, folded)
             else:
