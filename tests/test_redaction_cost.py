@@ -85,6 +85,41 @@ def test_every_form_among_dense_escapes_is_redacted(fold_from, dense):
             assert b"".join(_streamed(pieces, [SECRET, PAIR])) == whole, (form, offset)
 
 
+@pytest.mark.parametrize(
+    ("before", "decoded"),
+    [
+        (b"%", True),  # `%%67`: QP reads `==` as one `=`, and the escape after it stays undecoded
+        (b"%=", True),
+        (b"\\u00", True),  # `\\u00\\u0067`: the same
+        (b"\\", False),  # `\\\\u0067`: a backslash, then `u0067`
+        (b"&#00000001", True),  # up to 7 zeros, a `1` and 2 digits taken from what follows
+        (b"&#x", True),
+        (b"&", True),
+    ],
+)
+def test_a_value_right_after_an_escape_that_is_none_is_found_as_before(
+    monkeypatch, before, decoded
+):
+    """What the fold's `lead` is for: an escape that is not one, right before a value whose
+    first characters are escaped, may take them in the fold; folded or not, the text is
+    redacted alike (and the value found wherever reading every escape finds it)."""
+    value = "gab0101-_:=ab01gxab01"
+    for spell in (
+        lambda c: f"\\u{ord(c):04x}",
+        lambda c: f"%{ord(c):02x}",
+        lambda c: f"&#{ord(c)};",
+        lambda c: f"&#x{ord(c):x};",
+    ):
+        escaped = (spell(value[0]) + spell(value[1]) + value[2:]).encode()
+        body = b"text " + before + escaped + b" text"
+        monkeypatch.setattr(redaction, "FOLD_FROM", 10**9)
+        exact = Redaction([value]).apply(body)
+        monkeypatch.setattr(redaction, "FOLD_FROM", 0)
+        assert Redaction([value]).apply(body) == exact, (before, escaped)
+        if decoded or not escaped.startswith(b"\\"):
+            assert exact == body.replace(escaped, b"[REDACTED]"), (before, escaped)
+
+
 def test_a_dense_stream_is_read_escape_by_escape_only_near_its_end(monkeypatch):
     """Folded, a 64 KiB piece of dense escapes with no secret reads escape by escape only its
     last bytes (where a form may begin), not its 10,000 escapes."""
@@ -187,6 +222,8 @@ def texts(draw):
         else:
             start = draw(st.integers(min_value=0, max_value=len(secret) - 1))
             end = draw(st.sampled_from([len(secret), draw(st.integers(start, len(secret)))]))
+        if draw(st.booleans()):  # right after noise, which may take its first bytes
+            parts.append(draw(st.sampled_from(NOISE)))
         family = draw(st.integers(0, 2))
         ways = draw(st.lists(st.integers(0, 5), min_size=end - start, max_size=end - start))
         spelled = (_spelled(c, family, w) for c, w in zip(secret[start:end], ways, strict=True))

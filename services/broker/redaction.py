@@ -85,8 +85,8 @@ class Redaction:
             if escaping.introducer not in data:  # memchr: far quicker than counting
                 continue
             needle_starts = self._needle_starts if open_end else None
-            escapes = data.count(escaping.introducer)
-            if escapes > FOLD_FROM and (folded := self._folded_for(escaping)) is not None:
+            many = len(data) > FOLD_ALWAYS or data.count(escaping.introducer) > FOLD_FROM
+            if many and (folded := self._folded_for(escaping)) is not None:
                 found, start = escaping.scan_folded(data, self._needles, needle_starts, folded)
             else:
                 found, start = escaping.scan(data, self._needles, needle_starts)
@@ -382,8 +382,11 @@ def _high_surrogate(match: re.Match[bytes]) -> bool:
 
 
 # A text with more escapes than this is folded before it is read escape by escape (`Escaping`):
-# reading these few costs less than folding.
+# reading these few costs less than folding. A text longer than FOLD_ALWAYS that holds an
+# escape is folded without counting them: the fold of a text with few escapes costs about what
+# counting them does.
 FOLD_FROM = 64
+FOLD_ALWAYS = 4096
 
 
 def _qp(text: bytes) -> bytes:
@@ -415,17 +418,22 @@ def _percent_needle(needle: bytes) -> bytes | None:
 
 
 def _json_fold(data: bytes, replacements: tuple[tuple[bytes, bytes], ...]) -> bytes:
-    """`\\\\` and `\\u00XX` decoded (XX as one byte, which is the character's UTF-8 below
+    """`\\u00XX` and `\\\\` decoded (XX as one byte, which is the character's UTF-8 below
     0x80), and the short escapes of the needles' characters (`replacements`). A `\\u00` that is
-    no escape reads `=` and may take the next escape (`lead` 4: `u00` and one character)."""
-    text = _qp_safe(data).replace(b"\\\\", b"=5C").replace(b"\\u00", b"=")
+    no escape reads `=` and may take the next escape, and one whose backslash ends a `\\\\`
+    reads `\\` and its character, taking `u00` and 2 digits: at most 4 bytes of a needle that
+    holds no `u00` (`lead`). `\\u00` goes first: the backslashes then left are few, so the
+    search for `\\\\` is quick."""
+    text = _qp_safe(data).replace(b"\\u00", b"=").replace(b"\\\\", b"=5C")
     for escape, plain in replacements:
         text = text.replace(escape, plain)
     return _qp(text)
 
 
 def _json_needle(needle: bytes) -> bytes | None:
-    return needle if _folds(needle) and needle.isascii() and b"\\" not in needle else None
+    if not _folds(needle) or not needle.isascii() or b"\\" in needle or b"u00" in needle:
+        return None
+    return needle
 
 
 def _json_replacements(needles: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
@@ -448,9 +456,11 @@ def _html_fold(data: bytes, replacements: tuple[tuple[bytes, bytes], ...]) -> by
     takes at most 10 bytes after it (7 zeros, a `1` and 2 digits: `lead`)."""
     for entity, plain in replacements:
         data = data.replace(entity, plain)
-    text = _strip_zeros(_qp_safe(data).translate(_AMPERSAND_AS_QP, b"#xX"), b"=")
-    # A `;` after a one-digit entity keeps QP from taking the next byte as a digit.
-    return _qp(text.replace(b"=1", b"=")).translate(HTML_CLASSES).translate(None, _HTML_DROPPED)
+    if b"#" in data:  # numeric entities, maybe
+        text = _strip_zeros(_qp_safe(data).translate(_AMPERSAND_AS_QP, b"#xX"), b"=")
+        # A `;` after a one-digit entity keeps QP from taking the next byte as a digit.
+        data = _qp(text.replace(b"=1", b"="))
+    return data.translate(HTML_CLASSES).translate(None, _HTML_DROPPED)
 
 
 def _strip_zeros(text: bytes, introducer: bytes) -> bytes:
