@@ -203,12 +203,15 @@ def _replaced(data: bytes, spans: list[tuple[int, int]]) -> bytes:
 @dataclass(frozen=True, slots=True)
 class Folded:
     """A call's needles as one escaping's fold holds them (`Escaping.folded`): each without
-    its first `lead` bytes; the replacements the fold makes for the needles' characters; and
-    how far from a text's end a needle's escaped start may lie (`window`)."""
+    its first `lead` bytes; the replacements the fold makes for the needles' characters; how
+    far from a text's end a needle's escaped start may lie (`window`), and how far when no
+    folded needle's first byte is near the fold's end (`near`: only a start that the fold may
+    not show can be there)."""
 
     needles: tuple[bytes, ...]
     replacements: tuple[tuple[bytes, bytes], ...]
     window: int
+    near: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +253,14 @@ class Escaping:
                 return None
             folded.append(held[self.lead :])
         window = max(map(self.spelled, needles)) + MAX_UNFINISHED_ESCAPE
-        return Folded(tuple(folded), tuple(self.replacements(needles)), window)
+        near = 0
+        for needle in needles:
+            shown = len(needle)  # the longest start that the fold may not show
+            while shown and len(self.fold_needle(needle[:shown]) or b"") > self.lead:
+                shown -= 1
+            near = max(near, self.spelled(needle[:shown]))
+        near += MAX_UNFINISHED_ESCAPE
+        return Folded(tuple(folded), tuple(self.replacements(needles)), window, near)
 
     def scan_folded(
         self, data: bytes, needles: Iterable[bytes], starts: _Starts | None, folded: Folded
@@ -262,7 +272,11 @@ class Escaping:
             return self.scan(data, needles, starts)
         if starts is None:
             return [], len(data)
-        tail = self._tail_start(data, len(data) - folded.window)
+        # A start longer than `lead` shows in the fold, as a folded needle's start followed by
+        # at most an unfinished escape.
+        end = MAX_UNFINISHED_ESCAPE
+        shown = any(needle[0] in view[-(len(needle) + end) :] for needle in folded.needles)
+        tail = self._tail_start(data, len(data) - (folded.window if shown else folded.near))
         _, hold = self.scan(data[tail:], needles, starts)
         return [], tail + hold
 
