@@ -314,6 +314,9 @@ class AuditOutcome(models.TextChoices):
     # agent went away before it (services/broker/streams.py).
     CUT = "cut"
     ABANDONED = "abandoned"
+    # A brokered call whose event was written before its request left and never completed:
+    # its worker ended (killed, timed out) while the provider held it (services/audit.py).
+    SENT = "sent"
 
 
 class AuditEvent(models.Model):
@@ -347,6 +350,17 @@ class AuditEvent(models.Model):
     # Where a brokered call came from besides the proxy route: "mcp" for the MCP server's
     # call_api. Empty for every other event, and then not part of the canonical form.
     via = models.CharField(max_length=8, blank=True, default="")
+    # A brokered call's path as it was sent to the provider (the API base's path, a path
+    # prefix of the credential's placement with every injected value redacted, the agent's
+    # path encoded again), without the query; set on every call that left credvault, whose
+    # event is written before its request leaves. Empty for every other event, and then not
+    # part of the canonical form.
+    sent_path = models.CharField(max_length=8192, blank=True, default="")
+    # The completion of an event written before its request left (its outcome, status and
+    # the provider's status, filled in once the call ended): `KEY_ID:HMAC` under a key of
+    # CREDVAULT_AUDIT_KEYS over the event's digest and the completion (services/audit.py).
+    # Empty while the event is not completed, and for every other event.
+    completion_mac = models.CharField(max_length=100, blank=True, default="")
     prev_digest = models.CharField(max_length=64)
     digest = models.CharField(max_length=64)
 

@@ -109,6 +109,8 @@ def test_an_event_holds_who_what_and_the_request_id(alice_api, alice):
         "upstreamStatus": None,
         # A call made through the MCP server's call_api: "mcp".
         "via": None,
+        # A brokered call's path as it was sent to the provider.
+        "sentPath": None,
     }
 
 

@@ -13,7 +13,7 @@ from services.api.context import ApiRequest
 from services.api.serializers import AuditPageSerializer
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
-from services.models import AuditEvent
+from services.models import AuditEvent, AuditOutcome
 from services.times import rfc3339
 
 DEFAULT_LIMIT, MAX_LIMIT = 50, 200
@@ -96,10 +96,12 @@ def event_body(event: AuditEvent) -> dict:
         "service": event.service or None,
         "target": event.target or None,
         "outcome": event.outcome,
-        "status": event.status,
+        # A call whose completion was never written (`sent`) has no status yet.
+        "status": None if event.outcome == AuditOutcome.SENT else event.status,
         "requestId": event.request_id,
         "method": event.method or None,
         "path": event.path or None,
         "upstreamStatus": event.upstream_status,
         "via": event.via or None,
+        "sentPath": event.sent_path or None,
     }

@@ -65,7 +65,8 @@ class AuditedAPIView(APIView):
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
         response = super().handle_exception(exc)
-        self._audit_refusal(self.request, response.status_code)
+        if not audit.is_recorded(exc):
+            self._audit_refusal(self.request, response.status_code)
         return response
 
     def _audit_refusal(self, request: ApiRequest, status: int) -> None:

@@ -347,11 +347,18 @@ class AuditEventSerializer(serializers.Serializer):
     service = serializers.CharField(allow_null=True)
     target = serializers.CharField(allow_null=True, help_text="The agent acted on, if any.")
     outcome = serializers.ChoiceField(choices=AuditOutcome.choices)
-    status = serializers.IntegerField()
+    status = serializers.IntegerField(
+        allow_null=True,
+        help_text="The status the request was answered with; null for a brokered call that "
+        "left credvault and whose end was never recorded (outcome `sent`: its worker ended "
+        "while the provider held it).",
+    )
     requestId = serializers.CharField()
     method = serializers.CharField(allow_null=True, help_text="A brokered call's method.")
     path = serializers.CharField(
-        allow_null=True, help_text="A brokered call's path as sent, without its query."
+        allow_null=True,
+        help_text="A brokered call's path as the agent spelled it (after the service), without "
+        "its query.",
     )
     upstreamStatus = serializers.IntegerField(
         allow_null=True, help_text="A brokered call's status from the provider, if it answered."
@@ -359,6 +366,13 @@ class AuditEventSerializer(serializers.Serializer):
     via = serializers.CharField(
         allow_null=True,
         help_text="`mcp` for a brokered call made through the MCP server's call_api; else null.",
+    )
+    sentPath = serializers.CharField(
+        allow_null=True,
+        help_text="A brokered call's path as it was sent to the provider (the API base's "
+        "path, the credential's path prefix with every injected value redacted, the agent's "
+        "path encoded again; no query), beside `path`, the agent's spelling; null for a call "
+        "that was never sent and for other events.",
     )
 
 

@@ -15,19 +15,21 @@ passed back with every injected value redacted and its addresses moved onto the 
 (`locations`), whole when it is short or its JSON body carries them, else as it arrives
 (`streams`). A call answered 401 for an OAuth set is refreshed once
 and retried once, for the methods a provider may receive twice. Each call is one audit event:
-`agent.proxy`, service, method, path without its query, the provider's status (the last
-answer's, for a followed redirect); a streamed
-answer's is written once its body has ended, with how it ended.
+`agent.proxy`, service, method, path without its query (the agent's spelling, and the path as
+sent), written before the request leaves (outcome `sent`), so that a worker killed while the
+provider holds it still leaves it; it is completed once the call has ended with the provider's
+status (the last answer's, for a followed redirect) and the outcome (a streamed answer's once
+its body has ended, with how it ended), or with credvault's own status when the call failed
+after it was written.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
-from functools import partial
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -37,7 +39,7 @@ from providers import catalog, outbound, sensitive
 from providers.identifiers import OAUTH
 from services import audit
 from services.access import GrantedSet, granted_set, refreshed_set, usable_set
-from services.audit import Actor, Operation
+from services.audit import Actor
 from services.broker.answers import (
     ProxyAnswer,
     addresses_in_body,
@@ -62,6 +64,7 @@ from services.exceptions import (
     InvalidProxyRequest,
     NotGranted,
     NotProxyable,
+    ProblemError,
     SensitiveEndpointRefused,
     ServiceNotConnected,
 )
@@ -131,62 +134,104 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
         )
     _refuse_sensitive(provider, found, methods, path)
     refuse_sensitive_mutations(provider=provider, found=found, path=path, request=request)
+    event = _Event(actor=actor, service=service, request=request, via=via)
     with ExitStack() as in_flight:
         in_flight.enter_context(call_in_flight(token_prefix=actor.token_prefix))
-        sent = _call_provider(actor, service, provider, found, request, path, methods)
-        landed = followed(
-            sent.answer,
-            method=request.method,
-            request_url=sent.request_url,
-            api_base=sent.api_base,
-            pool_key=(actor.account_id, service),
-            started=started,
-        )
-        answer = landed.answer
-        readable(answer)
-        redaction = Redaction(sent.injected)
-        headers = agents_headers(answer, redaction, method=request.method)
-        headers = onto_proxy(
-            headers,
-            api_base=sent.api_base,
-            proxy_url=request.proxy_url,
-            request_url=landed.request_url,
-        )
-        moved_in_body = bool(request.proxy_url) and addresses_in_body(
-            answer, answer_urls=provider.answer_urls, method=request.method
-        )
-        recorded = partial(
-            audit.record,
-            actor,
-            Operation.PROXY_CALL,
-            status=answer.status,
-            service=service,
-            method=request.method,
-            path=request.agent_path,
-            upstream_status=answer.status,
-            via=via,
-        )
-        if passed_whole(answer, method=request.method) or moved_in_body:
-            try:
-                body = answer.read_all()
-            except outbound.OutboundError as exc:
-                raise failure(exc.kind) from None
-            if moved_in_body:
-                body = json_onto_proxy(body, api_base=sent.api_base, proxy_url=request.proxy_url)
-            recorded()
-            return ProxyAnswer(answer.status, headers, redaction.apply(body))
+        try:
+            sent = _call_provider(actor, service, provider, found, request, path, methods, event)
+            landed = followed(
+                sent.answer,
+                method=request.method,
+                request_url=sent.request_url,
+                api_base=sent.api_base,
+                pool_key=(actor.account_id, service),
+                started=started,
+            )
+            answer = landed.answer
+            readable(answer)
+            redaction = sent.redaction
+            headers = agents_headers(answer, redaction, method=request.method)
+            headers = onto_proxy(
+                headers,
+                api_base=sent.api_base,
+                proxy_url=request.proxy_url,
+                request_url=landed.request_url,
+            )
+            moved_in_body = bool(request.proxy_url) and addresses_in_body(
+                answer, answer_urls=provider.answer_urls, method=request.method
+            )
+            if passed_whole(answer, method=request.method) or moved_in_body:
+                try:
+                    body = answer.read_all()
+                except outbound.OutboundError as exc:
+                    raise failure(exc.kind) from None
+                if moved_in_body:
+                    body = json_onto_proxy(
+                        body, api_base=sent.api_base, proxy_url=request.proxy_url
+                    )
+                event.complete(answer.status, answer.status, AuditOutcome.SUCCESS)
+                return ProxyAnswer(answer.status, headers, redaction.apply(body))
+        except ProblemError as problem:
+            event.failed(problem)
+            raise
+        except Exception:
+            event.failed(None)
+            raise
         # Streamed: the call stays in flight, and its event waits, until the body has ended.
         ended = in_flight.pop_all()
 
         def finished(outcome: AuditOutcome) -> None:
             ended.close()
-            try:
-                recorded(outcome=outcome)
-            except DatabaseError as exc:
-                logger.error("audit event not written: %s", type(exc).__name__)
+            event.complete(answer.status, answer.status, outcome)
 
         stream = PassedOn(answer=answer, redaction=redaction, finished=finished)
         return ProxyAnswer(answer.status, headers, stream=stream)
+
+
+class _Event:
+    """The audit event of one call: written before its request first leaves (`sending`, with
+    the path as sent), completed once when it ends (`complete`), or, should it fail after that,
+    with the failure's status (`failed`, which marks the failure as audited so that the view
+    records no second event). A call refused before anything was sent has none here: the view
+    records its refusal."""
+
+    __slots__ = ("_actor", "_request", "_service", "_via", "written")
+
+    def __init__(self, *, actor: Actor, service: str, request: ProxyRequest, via: str) -> None:
+        self._actor, self._service, self._request, self._via = actor, service, request, via
+        self.written: audit.EventRow | None = None
+
+    def sending(self, sent_path: str) -> None:
+        """The request is about to leave for the provider (again, after a refresh: once)."""
+        if self.written is None:
+            self.written = audit.record_sent(
+                self._actor,
+                service=self._service,
+                method=self._request.method,
+                path=self._request.agent_path,
+                sent_path=sent_path,
+                via=self._via,
+            )
+
+    def complete(self, status: int, upstream_status: int | None, outcome: AuditOutcome) -> None:
+        if self.written is None or self.written.outcome != AuditOutcome.SENT:
+            return
+        try:
+            audit.complete(
+                self.written, status=status, upstream_status=upstream_status, outcome=outcome
+            )
+        except DatabaseError as exc:
+            logger.error("audit event not completed: %s", type(exc).__name__)
+
+    def failed(self, problem: ProblemError | None) -> None:
+        """The call failed after its event was written: credvault's status (500 for an
+        unexpected error), no provider's status."""
+        if self.written is None:
+            return
+        status = 500 if problem is None else problem.status_code
+        self.complete(status, None, AuditOutcome.REFUSED if status < 500 else AuditOutcome.ERROR)
+        if problem is not None:
+            audit.mark_recorded(problem)
 
 
 def _check_grant(found: GrantedSet, methods: set[str], path: ProxyPath, base: Base) -> None:
@@ -218,11 +263,11 @@ def _refuse_sensitive(
 
 @dataclass(frozen=True, slots=True)
 class Sent:
-    """A request sent to the provider: its answer (the head in, the body still to read), every
-    value it injected (for the redaction), the API base it went to, and its URL."""
+    """A request sent to the provider: its answer (the head in, the body still to read), the
+    redaction of every value it injected, the API base it went to, and its URL."""
 
     answer: outbound.OpenAnswer
-    injected: tuple[str, ...]
+    redaction: Redaction
     api_base: str
     request_url: str
 
@@ -235,9 +280,11 @@ def _call_provider(
     request: ProxyRequest,
     path: ProxyPath,
     methods: set[str],
+    event: _Event,
 ) -> Sent:
     used, fields = usable_set(actor=actor, service=service, found=found)
-    sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
+    pool_key = (actor.account_id, service)
+    sent = _send(provider, fields, request, path, pool_key=pool_key, sending=event.sending)
     if (
         sent.answer.status == 401
         and used.key_type == OAUTH
@@ -255,7 +302,7 @@ def _call_provider(
         _refuse_sensitive(provider, fresh, methods, path)
         refuse_sensitive_mutations(provider=provider, found=fresh, path=path, request=request)
         _, fields = usable_set(actor=actor, service=service, found=fresh)
-        sent = _send(provider, fields, request, path, pool_key=(actor.account_id, service))
+        sent = _send(provider, fields, request, path, pool_key=pool_key, sending=event.sending)
     return sent
 
 
@@ -273,10 +320,12 @@ def _send(
     path: ProxyPath,
     *,
     pool_key: tuple[int, str],
+    sending: Callable[[str], None],
 ) -> Sent:
     """One request to the provider with the set's credential placed, at the set's API base
     (a refreshed set may name another host), on a connection only this account's calls to
-    this service use (`pool_key`)."""
+    this service use (`pool_key`). `sending` is told the path as it is sent (without the
+    query, every injected value redacted) just before the request leaves."""
     destination = destination_for(provider, dict(fields), base=request.base)
     placed = placed_credential(provider, dict(fields))
     target = destination.base_path + placed.path_prefix + path.encoded
@@ -289,6 +338,8 @@ def _send(
         destination.port,
     ) or not joined.path.startswith(destination.base_path):
         raise InvalidProxyPath()
+    redaction = Redaction(placed.sent)
+    sending(redaction.apply(joined.path.encode()).decode(errors="replace"))
     try:
         answer = outbound.open_answer(
             destination=destination,
@@ -307,4 +358,4 @@ def _send(
         raise failure(exc.kind) from None
     origin = f"{destination.scheme}://{destination.authority}"
     api_base = origin + destination.base_path + placed.path_prefix
-    return Sent(answer, placed.sent, api_base, origin + target)
+    return Sent(answer, redaction, api_base, origin + target)

@@ -18,7 +18,10 @@ The forms:
 
 `Redaction(values)` builds the forms of a call's values once. The escaped forms are not listed
 one by one: the text is read once per escaping (percent, JSON, HTML) with its escapes decoded
-and each value searched for there, which finds every mix of escaped and plain characters.
+and each value searched for there, which finds every mix of escaped and plain characters. A
+text with many escapes is folded first, in C, and read escape by escape only where a value may
+be (`Escaping`), so that redaction costs a few times what passing the bytes on costs, whatever
+they hold.
 Every occurrence of every form is found in the text as it came, and the union of their spans
 is replaced, so that no form can cut another, however long each is.
 
@@ -32,6 +35,7 @@ that ends as no form begins (`\n\n`) is held back not at all.
 from __future__ import annotations
 
 import base64
+import binascii
 import html.entities
 import re
 from bisect import bisect_right
@@ -49,7 +53,7 @@ _URL_SAFE = bytes.maketrans(b"+/", b"-_")
 class Redaction:
     """Every form of one call's injected values; `apply` redacts one header value or body."""
 
-    __slots__ = ("_literal_starts", "_literals", "_needle_starts", "_needles")
+    __slots__ = ("_folded", "_literal_starts", "_literals", "_needle_starts", "_needles")
 
     def __init__(self, values: Iterable[str]) -> None:
         raw = {value.encode() for value in values if value}
@@ -62,6 +66,8 @@ class Redaction:
         self._needles = tuple(raw | {value.replace(b" ", b"+") for value in raw})
         self._literal_starts = _Starts(literals | set(self._needles))
         self._needle_starts = _Starts(self._needles)
+        # Each escaping's folded needles (`Folded`), made when a text first needs them.
+        self._folded: dict[bytes, Folded | None] = {}
 
     def __repr__(self) -> str:
         return f"Redaction({len(self._literals)} literal forms)"
@@ -83,13 +89,22 @@ class Redaction:
                 at = data.find(literal, at + 1)
         starts = self._literal_starts.earliest(data) if open_end else len(data)
         for escaping in ESCAPINGS:
-            if escaping.introducer in data:
-                found, start = escaping.scan(
-                    data, self._needles, self._needle_starts if open_end else None
-                )
-                spans += found
-                starts = min(starts, start)
+            if escaping.introducer not in data:  # memchr: far quicker than counting
+                continue
+            needle_starts = self._needle_starts if open_end else None
+            many = len(data) > FOLD_ALWAYS or data.count(escaping.introducer) > FOLD_FROM
+            if many and (folded := self._folded_for(escaping)) is not None:
+                found, start = escaping.scan_folded(data, self._needles, needle_starts, folded)
+            else:
+                found, start = escaping.scan(data, self._needles, needle_starts)
+            spans += found
+            starts = min(starts, start)
         return spans, starts
+
+    def _folded_for(self, escaping: Escaping) -> Folded | None:
+        if escaping.introducer not in self._folded:
+            self._folded[escaping.introducer] = escaping.folded(self._needles)
+        return self._folded[escaping.introducer]
 
 
 class StreamRedaction:
@@ -193,17 +208,96 @@ def _replaced(data: bytes, spans: list[tuple[int, int]]) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
+class Folded:
+    """A call's needles as one escaping's fold holds them (`Escaping.folded`): each without
+    its first `lead` bytes; the replacements the fold makes for the needles' characters; how
+    far from a text's end a needle's escaped start may lie (`window`), and how far when no
+    folded needle's first byte is near the fold's end (`near`: only a start that the fold may
+    not show can be there)."""
+
+    needles: tuple[bytes, ...]
+    replacements: tuple[tuple[bytes, bytes], ...]
+    window: int
+    near: int
+
+
+@dataclass(frozen=True, slots=True)
 class Escaping:
     """One way of escaping characters in text: what every escape starts with, the pattern of
     one escape and what it stands for (UTF-8 bytes); for a text that more may follow, the
     pattern of an escape begun but not ended (from its introducer to the text's end), and
-    which whole escapes still wait for another (a surrogate's first half)."""
+    which whole escapes still wait for another (a surrogate's first half).
+
+    Reading a text escape by escape costs Python's time per escape, 40 to 100 times what
+    passing its bytes on costs when every few bytes are an escape. So a text with more than
+    FOLD_FROM escapes is first folded: decoded by the C library alone (`fold`: a few
+    `bytes.replace` passes, then `binascii.a2b_qp`, which decodes `=XX`), into a text that
+    holds every needle the escapes may spell, bar at most its first `lead` bytes (an escape
+    that is not one, right before a needle, can take them; `fold_needle` says which needles
+    the fold can stand for, None for one it cannot, which is then always read escape by
+    escape). Only where a folded needle is found is the text read escape by escape; and for
+    the hold at a text's end, only its last `Folded.near` bytes are, or its last
+    `Folded.window` where the fold's end may hold a needle's start (`spelled`: the length of
+    a needle's longest escaped spelling)."""
 
     introducer: bytes
     pattern: re.Pattern[bytes]
     decode: Callable[[re.Match[bytes]], bytes]
     unfinished: re.Pattern[bytes]
-    awaits_more: Callable[[re.Match[bytes]], bool] = lambda match: False
+    awaits_more: Callable[[re.Match[bytes]], bool]
+    fold: Callable[[bytes, tuple[tuple[bytes, bytes], ...]], bytes]
+    fold_needle: Callable[[bytes], bytes | None]
+    replacements: Callable[[Iterable[bytes]], list[tuple[bytes, bytes]]]
+    lead: int
+    spelled: Callable[[bytes], int]
+
+    def folded(self, needles: Iterable[bytes]) -> Folded | None:
+        """The needles as the fold holds them; None when the fold cannot stand for one."""
+        needles = tuple(needles)
+        folded = []
+        for needle in needles:
+            held = self.fold_needle(needle)
+            if held is None or len(held) <= self.lead:
+                return None
+            folded.append(held[self.lead :])
+        window = max(map(self.spelled, needles)) + MAX_UNFINISHED_ESCAPE
+        near = 0
+        for needle in needles:
+            shown = len(needle)  # the longest start that the fold may not show
+            while shown and len(self.fold_needle(needle[:shown]) or b"") > self.lead:
+                shown -= 1
+            near = max(near, self.spelled(needle[:shown]))
+        near += MAX_UNFINISHED_ESCAPE
+        return Folded(tuple(folded), tuple(self.replacements(needles)), window, near)
+
+    def scan_folded(
+        self, data: bytes, needles: Iterable[bytes], starts: _Starts | None, folded: Folded
+    ) -> tuple[list[tuple[int, int]], int]:
+        """`scan`, for a text that the fold shows to hold no needle at a cost per byte: no
+        span, and the hold read from its end alone. Where it may hold one, `scan`."""
+        view = self.fold(data, folded.replacements)
+        if any(needle in view for needle in folded.needles):
+            return self.scan(data, needles, starts)
+        if starts is None:
+            return [], len(data)
+        # A start longer than `lead` shows in the fold, as a folded needle's start followed by
+        # at most an unfinished escape.
+        end = MAX_UNFINISHED_ESCAPE
+        shown = any(needle[0] in view[-(len(needle) + end) :] for needle in folded.needles)
+        tail = self._tail_start(data, len(data) - (folded.window if shown else folded.near))
+        _, hold = self.scan(data[tail:], needles, starts)
+        return [], tail + hold
+
+    def _tail_start(self, data: bytes, at: int) -> int:
+        """A start at or before `at` from which the text's escapes read as they do from its
+        start: never between the two backslashes of a JSON `\\\\`."""
+        if at <= 0:
+            return 0
+        if self.introducer == b"\\":
+            run = at - len(data[:at].rstrip(b"\\"))
+            if run % 2:
+                at -= 1
+        return at
 
     def scan(
         self, data: bytes, needles: Iterable[bytes], starts: _Starts | None
@@ -309,12 +403,157 @@ def _high_surrogate(match: re.Match[bytes]) -> bool:
     return unit is not None and unit[:1] in b"dD" and unit[1:2] in b"89abAB"
 
 
+# A text with more escapes than this is folded before it is read escape by escape (`Escaping`):
+# reading these few costs less than folding. A text longer than FOLD_ALWAYS that holds an
+# escape is folded without counting them: the fold of a text with few escapes costs about what
+# counting them does.
+FOLD_FROM = 64
+FOLD_ALWAYS = 4096
+
+
+def _qp(text: bytes) -> bytes:
+    """`=XX` decoded (quoted-printable, in C). The text must hold no `=` but those that
+    introduce an escape (`_qp_safe`); the space after it keeps a last `=` (which QP drops)."""
+    return binascii.a2b_qp(text + b" ")[:-1]
+
+
+def _qp_safe(data: bytes) -> bytes:
+    """`data` with each `=` escaped, so that it decodes to itself, and each CR read as LF: QP
+    skips from `=` and CR to the next LF (a soft line break), where `=` and LF lose the LF
+    alone. A fold is thus never exact for a needle that holds a CR (`_folds`)."""
+    return data.replace(b"=", b"=3D").replace(b"\r", b"\n")
+
+
+def _folds(needle: bytes) -> bool:
+    """Whether a fold can stand for `needle` at all (a CR reads LF in it)."""
+    return b"\r" not in needle
+
+
+def _percent_fold(data: bytes, replacements: tuple[tuple[bytes, bytes], ...]) -> bytes:
+    """Every `%XX` decoded. A `%` that is no escape reads `=`, and one right before an escape
+    keeps that escape from being decoded (`lead` 1)."""
+    return _qp(_qp_safe(data).replace(b"%", b"="))
+
+
+def _percent_needle(needle: bytes) -> bytes | None:
+    return needle if _folds(needle) and b"%" not in needle else None
+
+
+def _json_fold(data: bytes, replacements: tuple[tuple[bytes, bytes], ...]) -> bytes:
+    """`\\u00XX` and `\\\\` decoded (XX as one byte, which is the character's UTF-8 below
+    0x80), and the short escapes of the needles' characters (`replacements`). A `\\u00` that is
+    no escape reads `=` and may take the next escape, and one whose backslash ends a `\\\\`
+    reads `\\` and its character, taking `u00` and 2 digits: at most 4 bytes of a needle that
+    holds no `u00` (`lead`). `\\u00` goes first: the backslashes then left are few, so the
+    search for `\\\\` is quick."""
+    text = _qp_safe(data).replace(b"\\u00", b"=").replace(b"\\\\", b"=5C")
+    for escape, plain in replacements:
+        text = text.replace(escape, plain)
+    return _qp(text)
+
+
+def _json_needle(needle: bytes) -> bytes | None:
+    if not _folds(needle) or not needle.isascii() or b"\\" in needle or b"u00" in needle:
+        return None
+    return needle
+
+
+def _json_replacements(needles: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
+    present = set().union(*(set(needle) for needle in needles))
+    return [
+        (b"\\" + letter, b"=%02X" % plain[0])
+        for letter, plain in _JSON_SHORT.items()
+        if plain != b"\\" and plain[0] in present
+    ]
+
+
+def _html_fold(data: bytes, replacements: tuple[tuple[bytes, bytes], ...]) -> bytes:
+    """Named entities of the needles' characters (`replacements`) and numeric entities
+    decoded: `&` read as `=`, `#`, `x` and `X` dropped, leading zeros removed, then a `1`
+    after `=` (the hundreds digit of the decimal entities from 100, which no ASCII hex entity
+    holds), so that a hex entity decodes exactly and a decimal one to a byte that
+    `HTML_CLASSES` takes for its character (`&#45;` reads `=45`, 0x45; `&#103;` `=03`, 0x03);
+    then `#`, `x`, `X` and `;` dropped however they were written (`_HTML_DROPPED`), from the
+    needles too. An `&` that begins no entity
+    takes at most 10 bytes after it (7 zeros, a `1` and 2 digits: `lead`)."""
+    for entity, plain in replacements:
+        data = data.replace(entity, plain)
+    if b"#" in data:  # numeric entities, maybe
+        text = _strip_zeros(_qp_safe(data).translate(_AMPERSAND_AS_QP, b"#xX"), b"=")
+        # A `;` after a one-digit entity keeps QP from taking the next byte as a digit.
+        data = _qp(text.replace(b"=1", b"="))
+    return data.translate(HTML_CLASSES).translate(None, _HTML_DROPPED)
+
+
+def _strip_zeros(text: bytes, introducer: bytes) -> bytes:
+    """`text` without the leading zeros of the entities that `introducer` begins (at most 7:
+    8 digits, one of them not zero), in three passes when there are any."""
+    if introducer + b"0" in text:
+        for zeros in (b"0000", b"00", b"0"):
+            text = text.replace(introducer + zeros, introducer)
+    return text
+
+
+def _html_needle(needle: bytes) -> bytes | None:
+    if b"&" in needle or not all(0x20 <= byte < 0x7F for byte in needle):
+        return None  # a CR among them
+    return needle.translate(HTML_CLASSES).translate(None, _HTML_DROPPED)
+
+
+def _html_replacements(needles: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
+    present = set().union(*(set(needle) for needle in needles))
+    return [
+        (b"&" + name + b";", bytes([code]))
+        for code in sorted(present)
+        for name in _HTML_NAMES.get(code, ())
+    ]
+
+
+def _html_classes() -> bytes:
+    """A translation that gives each printable ASCII character and the byte its decimal
+    entity folds to (`_html_fold`) one value: a union of each with the other."""
+    parent = list(range(256))
+
+    def root(byte: int) -> int:
+        while parent[byte] != byte:
+            byte = parent[byte]
+        return byte
+
+    for code in range(0x20, 0x7F):
+        digits = str(code)
+        folded = int(digits if code < 100 else digits[1:], 16)
+        parent[root(code)] = root(folded)
+    return bytes(root(byte) for byte in range(256))
+
+
+HTML_CLASSES = _html_classes()
+# What the fold drops however it was written: `#`, `x` and `X` (dropped from the text before
+# it is decoded, to join `&#x` into `=`) and `;`, with every byte of their classes.
+_HTML_DROPPED = bytes(sorted({HTML_CLASSES[byte] for byte in b"#xX;"}))
+_AMPERSAND_AS_QP = bytes.maketrans(b"&", b"=")
+# The named entities of each printable ASCII character (`&colon;`, `&lowbar;`, ...).
+_HTML_NAMES: dict[int, tuple[bytes, ...]] = {}
+for _name, _text in html.entities.html5.items():
+    if _name.endswith(";") and len(_text) == 1 and 0x20 <= ord(_text) < 0x7F:
+        _HTML_NAMES[ord(_text)] = (*_HTML_NAMES.get(ord(_text), ()), _name[:-1].encode())
+# The longest escape of each printable ASCII character: a numeric entity of 8 digits, or its
+# longest name.
+_HTML_SPELLED = [
+    max([11, *(len(name) + 2 for name in _HTML_NAMES.get(byte, ()))]) for byte in range(256)
+]
+
 ESCAPINGS = (
     Escaping(
         b"%",
         re.compile(rb"%([0-9A-Fa-f]{2})"),
         lambda match: bytes([int(match[1], 16)]),
         re.compile(rb"%[0-9A-Fa-f]?"),
+        lambda match: False,
+        _percent_fold,
+        _percent_needle,
+        lambda needles: [],
+        lead=1,
+        spelled=lambda needle: 3 * len(needle),
     ),
     Escaping(
         b"\\",
@@ -326,11 +565,22 @@ ESCAPINGS = (
         _json,
         re.compile(rb"\\(?:u[0-9a-fA-F]{0,3})?"),
         _high_surrogate,
+        _json_fold,
+        _json_needle,
+        _json_replacements,
+        lead=4,
+        spelled=lambda needle: 6 * len(needle),
     ),
     Escaping(
         b"&",
         re.compile(rb"&(?:#([0-9]{1,8})|#[xX]([0-9a-fA-F]{1,7})|([A-Za-z][A-Za-z0-9]{1,31}));"),
         _html,
         re.compile(rb"&(?:#[0-9]{0,8}|#[xX][0-9a-fA-F]{0,7}|[A-Za-z][A-Za-z0-9]{0,31})?"),
+        lambda match: False,
+        _html_fold,
+        _html_needle,
+        _html_replacements,
+        lead=10,
+        spelled=lambda needle: sum(_HTML_SPELLED[byte] for byte in needle),
     ),
 )

@@ -13,6 +13,10 @@ The body ends in one of three ways, and the call's audit event says which:
 - `abandoned`: the agent went away first (the WSGI server closes the body unread).
 
 Either way the provider's connection is closed or given back at once.
+
+Between pieces a gevent worker lets its other greenlets run (`_pause`): a stream whose pieces
+arrive as fast as they are passed on never waits on a socket, and would otherwise keep the
+worker from its other calls, and from telling gunicorn's arbiter that it lives, until its end.
 """
 
 from __future__ import annotations
@@ -20,9 +24,19 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Iterator
 
+import gevent
+from gevent import monkey
+
 from providers import outbound
 from services.broker.redaction import Redaction, StreamRedaction
 from services.models import AuditOutcome
+
+
+def _pause() -> None:
+    """Let the worker's other greenlets run, when it is a gevent worker's (gunicorn's gevent
+    worker patches the socket module before it loads credvault); nothing otherwise."""
+    if monkey.is_module_patched("socket"):
+        gevent.sleep(0)
 
 
 class StreamCut(ConnectionResetError):
@@ -62,6 +76,7 @@ class PassedOn:
             while piece := self._answer.read():
                 if passed := stream.feed(piece):
                     yield passed
+                _pause()
         except outbound.OutboundError:
             self._finish(AuditOutcome.CUT)
             raise StreamCut() from None

@@ -331,13 +331,14 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
             raise PayloadTooLarge(f"The body is larger than {most} bytes.")
         answer = call(actor=actor, service=service, request=request, via=VIA)
     except ProblemError as problem:
-        _record_refusal(
-            actor,
-            service=normalized,
-            method=request.method,
-            path=without_tokens(request.agent_path),
-            status=problem.status_code,
-        )
+        if not audit.is_recorded(problem):  # a call that failed once sent has its event
+            _record_refusal(
+                actor,
+                service=normalized,
+                method=request.method,
+                path=without_tokens(request.agent_path),
+                status=problem.status_code,
+            )
         return _refusal(problem.status_code, problem.default_code, str(problem.detail))
     return _result(answer)
 

@@ -100,6 +100,11 @@ class Dialect:
             f"INSERT INTO {table(AuditEvent)} ({', '.join(AUDIT_GIVEN)}, seq, prev_digest, "
             "digest) SELECT " + ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
         )
+        # The completion of an event written before its call left: outside its chained form.
+        self.complete_event = (
+            f"UPDATE {table(AuditEvent)} SET outcome = %s, status = %s, upstream_status = %s, "
+            "completion_mac = %s WHERE account_id = %s AND seq = %s"
+        )
 
     @lru_cache(maxsize=64)  # noqa: B019 (one instance per vendor, kept for the process)
     def insert_fields(self, count: int) -> str:

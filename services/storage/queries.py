@@ -235,3 +235,21 @@ def append_event(*, canonical: str, **columns: object) -> Appended:
         cursor.execute(dialect.append_event, params)
         [(seq, prev_digest, digest)] = cursor.fetchall()  # to the end: the statement completes
     return Appended(seq, prev_digest, digest)
+
+
+def complete_event(
+    *,
+    account_id: int,
+    seq: int,
+    outcome: str,
+    status: int,
+    upstream_status: int | None,
+    completion_mac: str,
+) -> None:
+    """Write the completion of the account's audit event `seq`, written before its call left
+    (the columns outside its chained form): one UPDATE of its row, atomic by itself."""
+    db = _db()
+    dialect = dialect_for(db)
+    params = [outcome, status, upstream_status, completion_mac, account_id, seq]
+    with dialect.single_write(db), db.cursor() as cursor:
+        cursor.execute(dialect.complete_event, params)

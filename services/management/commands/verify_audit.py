@@ -5,7 +5,7 @@ from django.core.management.base import CommandError
 
 from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, named_or_all
-from services.audit import verify_chain
+from services.audit import verify_chain, verify_completions
 from services.checkpoints import check_expected, verify_checkpoints
 from services.crypto import KeyRingError
 from services.models import Account
@@ -28,7 +28,8 @@ def expected_point(text: str) -> tuple[int, str]:
 class Command(CredvaultCommand):
     help = (
         "Verify the audit of one account, or of every account: every event's digest, every "
-        "signed checkpoint (CREDVAULT_AUDIT_KEYS), and that the chain passes through each. "
+        "signed checkpoint (CREDVAULT_AUDIT_KEYS), that the chain passes through each, and "
+        "the signed completion of every brokered call written before it left. "
         "Names the first broken link or contradicted checkpoint and exits non-zero. "
         "--expect SEQ:DIGEST (with an account) also checks a checkpoint kept outside the "
         "database, such as a line of the credvault.audit log or of checkpoint_audit."
@@ -67,6 +68,8 @@ class Command(CredvaultCommand):
         signed = 0
         if failure is None:
             signed, failure = verify_checkpoints(owner)
+        if failure is None:
+            failure = verify_completions(owner)
         for seq, digest in expect:
             if failure is None:
                 failure = check_expected(owner, seq, digest)
