@@ -64,13 +64,17 @@ def token(alice_api, providers, credvault) -> str:
 
 @pytest.fixture
 def github(token, credvault) -> Github:
+    # lazy: get_repo makes no request of its own, so each test's first request is its call.
     return Github(
-        base_url=f"{credvault.url}{PROXY_PREFIX}/github", auth=Auth.Token(token), retry=None
+        base_url=f"{credvault.url}{PROXY_PREFIX}/github",
+        auth=Auth.Token(token),
+        retry=None,
+        lazy=True,
     )
 
 
 def test_pygithub_cannot_add_a_collaborator_with_a_default_grant(github, providers):
-    repo = github.get_repo("octocat/repo-1", lazy=True)
+    repo = github.get_repo("octocat/repo-1")
     with pytest.raises(GithubException) as raised:
         repo.add_to_collaborators("mallory", permission="admin")
     assert raised.value.status == 403
@@ -80,7 +84,7 @@ def test_pygithub_cannot_add_a_collaborator_with_a_default_grant(github, provide
 
 
 def test_pygithub_cannot_write_a_workflow_with_a_default_grant(github, providers):
-    repo = github.get_repo("octocat/repo-1", lazy=True)
+    repo = github.get_repo("octocat/repo-1")
     with pytest.raises(GithubException) as raised:
         repo.create_file(WORKFLOW, "Add a workflow", "on: push\n", branch="main")
     assert raised.value.status == 403
@@ -93,7 +97,7 @@ def test_pygithub_writes_a_workflow_once_the_grant_names_the_path(
 ):
     named = {"service": "github", "paths": ["/repos/octocat/repo-1/contents/.github/workflows"]}
     assert put_agent(alice_api, "bot", [named], access=None).status_code == 200
-    repo = github.get_repo("octocat/repo-1", lazy=True)
+    repo = github.get_repo("octocat/repo-1")
     written = repo.create_file(WORKFLOW, "Add a workflow", "on: push\n", branch="main")
     assert written["content"].path == WORKFLOW
     assert written["commit"].sha == "7638417db6d59f3c431d3e1f261cc637155684cd"
@@ -110,7 +114,7 @@ def test_pygithub_writes_a_workflow_once_the_grant_names_the_path(
 
 
 def test_pygithub_writes_other_files_with_a_default_grant(github, providers):
-    repo = github.get_repo("octocat/repo-1", lazy=True)
+    repo = github.get_repo("octocat/repo-1")
     written = repo.create_file("docs/workflows.md", "Document", "# Workflows\n", branch="main")
     assert written["content"].path == "docs/workflows.md"
     [received] = providers["github"].requests
