@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path, reverse_lazy
 
 from services.api import docs, errors, health, mcp_views, oauth_views
+from services.api.wsgi import ADMIN_PATH_PREFIX
 
 # The admin's "View site" link: credvault serves no pages at `/` (a 404), so it leads to the
 # interactive API docs.
@@ -23,7 +24,7 @@ urlpatterns = [
     ),
     path("oauth/start/<str:start_id>", oauth_views.start, name="oauth-start"),
     path("oauth/callback", oauth_views.callback, name="oauth-callback"),
-    path("admin/", admin.site.urls),
+    path(ADMIN_PATH_PREFIX.removeprefix("/"), admin.site.urls),
 ]
 
 handler400 = errors.bad_request

@@ -82,7 +82,7 @@ class TestJudged:
     )
     def test_a_reference_is_resolved_then_judged(self, reference, moved):
         headers = [("Location", reference)]
-        [(_, got)] = onto_proxy(headers, api_base=BASE, proxy_url=PROXY, request_url=ASKED)
+        [(_, got)] = onto_proxy(headers, api_base=BASE, proxy_url=lambda: PROXY, request_url=ASKED)
         assert got == moved
         # The moved address has no dot segment an agent could resolve elsewhere.
         assert "/." not in got.replace("https://api.openai.com/v1/../..", "")
@@ -103,12 +103,12 @@ class TestJudged:
             ("Content-Location", address),
             ("X-Other", address),
         ]
-        got = onto_proxy(headers, api_base=BASE, proxy_url=PROXY, request_url=ASKED)
+        got = onto_proxy(headers, api_base=BASE, proxy_url=lambda: PROXY, request_url=ASKED)
         assert got == [("X-Other", address)]
 
     def test_an_address_under_the_services_own_proxy_passes(self):
         address = f"{PROXY}/files?page=3"
-        got = onto_proxy([("Location", address)], api_base=BASE, proxy_url=PROXY)
+        got = onto_proxy([("Location", address)], api_base=BASE, proxy_url=lambda: PROXY)
         assert got == [("Location", address)]
 
     @pytest.mark.parametrize(
@@ -119,7 +119,9 @@ class TestJudged:
 
     def test_a_link_relative_to_the_request(self):
         link = '<?page=2>; rel="next", <../../v1/files?page=9>; rel="last"'
-        [(_, got)] = onto_proxy([("Link", link)], api_base=BASE, proxy_url=PROXY, request_url=ASKED)
+        [(_, got)] = onto_proxy(
+            [("Link", link)], api_base=BASE, proxy_url=lambda: PROXY, request_url=ASKED
+        )
         assert got == f'<{PROXY}/files/abc?page=2>; rel="next", <{PROXY}/files?page=9>; rel="last"'
 
 

@@ -86,12 +86,14 @@ class TestOntoProxy:
         ],
     )
     def test_location(self, value, moved):
-        [(_, got)] = onto_proxy([("Location", value)], api_base=self.BASE, proxy_url=self.PROXY)
+        [(_, got)] = onto_proxy(
+            [("Location", value)], api_base=self.BASE, proxy_url=lambda: self.PROXY
+        )
         assert got == moved
 
     def test_other_headers_are_left_alone(self):
         headers = [("X-Next", f"{self.BASE}/files"), ("Link", f"<{self.BASE}/a>; rel=next")]
-        assert onto_proxy(headers, api_base=self.BASE, proxy_url=self.PROXY) == [
+        assert onto_proxy(headers, api_base=self.BASE, proxy_url=lambda: self.PROXY) == [
             ("X-Next", f"{self.BASE}/files"),
             ("Link", f"<{self.PROXY}/a>; rel=next"),
         ]

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
 from services.api import health
 from services.api.context import RequestContext
 from services.api.errors import database_unavailable
-from services.api.wsgi import CREDVAULT_ERROR_HEADER, PROXY_PATH_PREFIX
+from services.api.wsgi import ADMIN_PATH_PREFIX, CREDVAULT_ERROR_HEADER, PROXY_PATH_PREFIX
 from services.logs import escaped_path
 from services.oauth.connect import START_PATH
 
@@ -87,3 +91,30 @@ class HealthProbeMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         probe = self.probes.get(request.path_info)
         return probe(request) if probe is not None else self.get_response(request)
+
+
+class _AdminOnly:
+    """A middleware of Django's that only the admin uses (its log-in session, its user, its
+    messages): any other request passes by it. The API, the MCP server and the OAuth pages
+    read no session, user or message; skipping the three saved about 4.5% of a brokered call's
+    instructions (docs/performance.md). Each is a subclass of Django's own, so that the
+    admin's system checks still find it."""
+
+    get_response: Callable[[HttpRequest], HttpResponse]
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path_info.startswith(ADMIN_PATH_PREFIX):
+            return self.get_response(request)
+        return super().__call__(request)  # type: ignore[misc]
+
+
+class AdminSessionMiddleware(_AdminOnly, SessionMiddleware):
+    pass
+
+
+class AdminAuthenticationMiddleware(_AdminOnly, AuthenticationMiddleware):
+    pass
+
+
+class AdminMessageMiddleware(_AdminOnly, MessageMiddleware):
+    pass

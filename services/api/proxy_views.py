@@ -7,6 +7,7 @@ body), one call to `services.broker.call.call`, and the provider's answer render
 from __future__ import annotations
 
 import contextlib
+from functools import partial
 from urllib.parse import quote, unquote, urlsplit
 
 from django.conf import settings
@@ -201,7 +202,9 @@ class ProxyView(AuditedAPIView):
             query=request.META.get("QUERY_STRING", ""),
             headers=agent_headers(request),
             body=proxy_body(request),
-            proxy_url=request.build_absolute_uri(PROXY_PATH_PREFIX + normalized + base.spelling),
+            proxy_url=partial(
+                request.build_absolute_uri, PROXY_PATH_PREFIX + normalized + base.spelling
+            ),
             base=base,
         )
         return render(call(actor=request.context.actor, service=normalized, request=proxied))

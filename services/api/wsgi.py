@@ -115,6 +115,7 @@ CREDVAULT_ERROR_HEADER = "X-Credvault-Error"
 # travels inside it as JSON text.
 MCP_MAX_BODY = 1024 * 1024
 MCP_PATH = "/mcp"
+ADMIN_PATH_PREFIX = "/admin/"
 
 
 def body_limit(environ: dict[str, Any]) -> int:

@@ -82,9 +82,10 @@ RETRIED_AFTER_REFRESH = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 class ProxyRequest:
     """The agent's request: its method, the path after the service as it was sent (still
     percent-encoded: `""` or `/...`), the query string as it came, its headers (lower-case
-    names), its body, and the URL at which the agent reaches the service through credvault
-    (`https://credvault.example/api/v1/agent/proxy/github`: the provider's own addresses in the
-    answer are moved there), and which of the service's bases it names (`destination.Base`;
+    names), its body, what builds the URL at which the agent reaches the service through
+    credvault (`https://credvault.example/api/v1/agent/proxy/github`: the provider's own
+    addresses in the answer are moved there; built only for an answer that holds one, None for
+    none moved), and which of the service's bases it names (`destination.Base`;
     the proxy URL then names it too: `.../proxy/huggingface~router`)."""
 
     method: str
@@ -92,7 +93,7 @@ class ProxyRequest:
     query: str
     headers: Mapping[str, str]
     body: bytes
-    proxy_url: str = ""
+    proxy_url: Callable[[], str] | None = None
     base: Base = Base()  # noqa: RUF009 (frozen: one shared value is safe)
 
     @property
@@ -157,7 +158,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
                 proxy_url=request.proxy_url,
                 request_url=landed.request_url,
             )
-            moved_in_body = bool(request.proxy_url) and addresses_in_body(
+            moved_in_body = request.proxy_url is not None and addresses_in_body(
                 answer, answer_urls=provider.answer_urls, method=request.method
             )
             if passed_whole(answer, method=request.method) or moved_in_body:
@@ -167,7 +168,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
                     raise failure(exc.kind) from None
                 if moved_in_body:
                     body = json_onto_proxy(
-                        body, api_base=sent.api_base, proxy_url=request.proxy_url
+                        body, api_base=sent.api_base, proxy_url=request.proxy_url()
                     )
                 event.complete(answer.status, answer.status, AuditOutcome.SUCCESS)
                 return ProxyAnswer(answer.status, headers, redaction.apply(body))

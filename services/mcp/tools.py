@@ -25,6 +25,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -258,7 +259,7 @@ def _headers(headers: Any) -> dict[str, str]:
     return {name.lower(): value for name, value in headers.items()}
 
 
-def proxy_request(arguments: Mapping[str, Any], *, proxy_url: str) -> tuple[str, ProxyRequest]:
+def proxy_request(arguments: Mapping[str, Any]) -> tuple[str, ProxyRequest]:
     """The service and the ProxyRequest that `call_api`'s arguments describe. Its headers obey
     the broker's rule set for headers (services/broker/headers.py), as the proxy's do."""
     if not _valid_text(arguments):
@@ -294,7 +295,6 @@ def proxy_request(arguments: Mapping[str, Any], *, proxy_url: str) -> tuple[str,
         query=_query(raw_query, arguments.get("query")),
         headers=headers,
         body=body,
-        proxy_url=proxy_url,
     )
 
 
@@ -302,7 +302,7 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
     """`call_api`: the brokered call its arguments describe, its answer or its refusal;
     `proxy_base` the proxy's URL before the service, where the answer's addresses move."""
     try:
-        service, request = proxy_request(arguments, proxy_url="")
+        service, request = proxy_request(arguments)
     except InvalidArguments as exc:
         method, path = arguments.get("method"), arguments.get("path")
         _record_refusal(
@@ -324,7 +324,7 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
             request,
             raw_path=path,
             base=chosen,
-            proxy_url=proxy_base + service + chosen.spelling,
+            proxy_url=partial(str, proxy_base + service + chosen.spelling),
         )
         most = int(settings.CREDVAULT_PROXY_MAX_BODY)
         if len(request.body) > most:
