@@ -210,7 +210,15 @@ class AgentTokenAdmin(TokenAdmin):
 
 class GrantInline(admin.TabularInline):
     model = Grant
-    fields = ["service", "access", "allowed_methods", "allowed_paths", "created_at"]
+    fields = [
+        "service",
+        "access",
+        "allowed_methods",
+        "allowed_paths",
+        "base",
+        "allowed_mutations",
+        "created_at",
+    ]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -228,6 +236,10 @@ class GrantInline(admin.TabularInline):
     @admin.display(description="paths")
     def allowed_paths(self, grant: Grant) -> str:
         return ", ".join(grant.paths)
+
+    @admin.display(description="GraphQL mutations")
+    def allowed_mutations(self, grant: Grant) -> str:
+        return ", ".join(grant.graphql)
 
 
 @admin.register(Agent)

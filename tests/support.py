@@ -30,6 +30,7 @@ from django.db import connection
 from django.http import HttpResponse, StreamingHttpResponse
 from django.test import Client
 
+from scripts.harness import server_env
 from scripts.stand_ins import OAuthServer
 from services import agents
 from services.audit import Actor
@@ -423,3 +424,18 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
         )
     )
     return cert_path, key_path
+
+
+def served_env(provider_urls: dict[str, str], **settings: str) -> dict[str, str]:
+    """The environment of credvault under gunicorn for a test: the test database and keys,
+    each service of `provider_urls` (service to URL) pointed at its stand-in, and `settings`
+    besides."""
+    from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
+
+    return server_env(
+        database_url(),
+        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
+        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
+        CREDVAULT_PROVIDER_BASE_URLS=json.dumps(provider_urls),
+        **settings,
+    )

@@ -357,6 +357,22 @@ def test_the_grants_inline_shows_each_grants_access_methods_and_paths(staff, ali
     assert "/repos, /user" in detail
 
 
+@pytest.mark.django_db
+def test_the_grants_inline_shows_a_grants_base_and_graphql_mutations(staff, alice):
+    put_agent(
+        actor=Actor.command(alice.pk),
+        name="bot",
+        services=[
+            GrantSpec.given("huggingface", base="router"),
+            GrantSpec.given("linear", graphql=["webhookCreate", "apiKeyCreate"]),
+        ],
+    )
+    detail = page(staff, f"/admin/services/agent/{Agent.objects.get().pk}/change/")
+    assert "GraphQL mutations" in detail
+    assert '<td class="field-base"><p>router</p></td>' in detail
+    assert '<td class="field-allowed_mutations"><p>apiKeyCreate, webhookCreate</p></td>' in detail
+
+
 def test_the_view_site_link_leads_to_a_real_page(staff):
     """Django's "View site" points at `/`, where credvault serves nothing (a 404): it leads to
     the interactive API docs instead, on every admin page."""

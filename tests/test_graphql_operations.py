@@ -12,7 +12,6 @@ mutation it reaches the provider with the stored credential.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import githubkit
@@ -22,10 +21,16 @@ from gql import Client, GraphQLRequest, gql
 from gql.transport.exceptions import TransportServerError
 from gql.transport.requests import RequestsHTTPTransport
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import Gunicorn
 from scripts.sdk_stand_ins import GitHubGraphQLStandIn, GraphQLStandIn, LinearStandIn, carries
-from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
-from tests.support import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
+from tests.support import (
+    PROXY_PREFIX,
+    agent_token,
+    creds,
+    marked,
+    put_agent,
+    served_env,
+)
 
 REDACTED = "[REDACTED]"
 CREDENTIALS = {"linear": marked("linear"), "github": marked("github")}
@@ -48,12 +53,7 @@ def providers() -> Iterator[dict[str, GraphQLStandIn]]:
 
 @pytest.fixture(scope="module")
 def credvault(django_db_setup, providers) -> Iterator[Gunicorn]:
-    env = server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({name: p.url for name, p in providers.items()}),
-    )
+    env = served_env({name: p.url for name, p in providers.items()})
     with Gunicorn(env, workers=1) as server:
         yield server
 

@@ -26,10 +26,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import Gunicorn
 from scripts.stand_ins import ProviderServer
 from services.models import AuditEvent
-from tests.support import agent_token, creds, database_url, marked, put_agent
+from tests.support import agent_token, creds, marked, put_agent, served_env
 
 MIB = 1024 * 1024
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -52,14 +52,8 @@ def provider() -> Iterator[ProviderServer]:
 def credvault(django_db_setup, provider) -> Iterator[Gunicorn]:
     """credvault under gunicorn (two workers: no request depends on which one answers the last)
     with github pointed at the stand-in, its public URL its own address."""
-    from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
 
-    env = server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": provider.url}),
-    )
+    env = served_env({"github": provider.url})
     server = Gunicorn(env, workers=2)
     server.env["CREDVAULT_PUBLIC_URL"] = server.url
     with server:

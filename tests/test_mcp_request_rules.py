@@ -17,10 +17,10 @@ import urllib3
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import Gunicorn
 from scripts.stand_ins import ProviderServer
 from services.models import AuditEvent
-from tests.support import agent_token, creds, database_url, marked, put_agent
+from tests.support import agent_token, creds, marked, put_agent, served_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,14 +40,8 @@ def provider() -> Iterator[ProviderServer]:
 
 @pytest.fixture(scope="module")
 def credvault(django_db_setup, provider) -> Iterator[Gunicorn]:
-    from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
 
-    env = server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": provider.url}),
-    )
+    env = served_env({"github": provider.url})
     server = Gunicorn(env, workers=1)
     server.env["CREDVAULT_PUBLIC_URL"] = server.url
     with server:

@@ -24,10 +24,10 @@ import pytest
 import urllib3
 from django.test import Client
 
-from scripts.harness import Gunicorn, free_port, server_env
+from scripts.harness import Gunicorn, free_port
 from scripts.sdk_stand_ins import ProxyHeadersStandIn
 from services.models import AuditEvent
-from tests.support import agent_token, creds, database_url, marked, put_agent
+from tests.support import agent_token, creds, marked, put_agent, served_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 NGINX_CONF = BASE_DIR / "deploy" / "nginx.conf"
@@ -223,13 +223,9 @@ def live_stand_in() -> Iterator[ProxyHeadersStandIn]:
 
 @pytest.fixture(scope="module")
 def credvault(django_db_setup, live_stand_in) -> Iterator[Gunicorn]:
-    from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
 
-    env = server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"github": live_stand_in.url}),
+    env = served_env(
+        {"github": live_stand_in.url},
         ALLOWED_HOSTS=f"127.0.0.1,localhost,{HOST}",
         SECURE_PROXY_SSL_HEADER="true",
         CREDVAULT_PUBLIC_URL=f"https://{HOST}",

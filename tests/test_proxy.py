@@ -29,6 +29,7 @@ from tests.support import (
     creds,
     marked,
     put_agent,
+    self_signed_certificate,
 )
 
 
@@ -521,45 +522,6 @@ class TestTheExtraCatalog:
         assert provider_server.requests == []
 
 
-def _self_signed(tmp_path) -> tuple[str, str]:
-    """A certificate for 127.0.0.1 that no authority signed, and its key: files for ssl."""
-    import ipaddress
-    from datetime import UTC, datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.now(UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(cert_path), str(key_path)
-
-
 @pytest.mark.django_db
 def test_a_certificate_no_authority_signed_is_refused_with_nothing_answered(
     github, settings, tmp_path
@@ -570,7 +532,7 @@ def test_a_certificate_no_authority_signed_is_refused_with_nothing_answered(
 
     provider = ProviderServer()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(*_self_signed(tmp_path))
+    context.load_cert_chain(*self_signed_certificate(tmp_path))
     provider.httpd.socket = context.wrap_socket(provider.httpd.socket, server_side=True)
     provider.start()
     try:

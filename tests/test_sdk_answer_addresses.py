@@ -20,7 +20,6 @@ records every request, so that each test shows what reached each host.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import githubkit
@@ -29,7 +28,7 @@ import replicate
 from replicate.pagination import paginate
 from zenpy import Zenpy
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import Gunicorn
 from scripts.sdk_stand_ins import (
     GitHubReleaseStandIn,
     ReplicateStandIn,
@@ -38,8 +37,14 @@ from scripts.sdk_stand_ins import (
     ZendeskStandIn,
     carries,
 )
-from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
-from tests.support import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
+from tests.support import (
+    PROXY_PREFIX,
+    agent_token,
+    creds,
+    marked,
+    put_agent,
+    served_env,
+)
 
 REDACTED = "[REDACTED]"
 CREDENTIALS = {
@@ -74,11 +79,8 @@ def providers(storage) -> Iterator[dict[str, SdkStandIn]]:
 def credvault(django_db_setup, providers, storage) -> Iterator[Gunicorn]:
     """credvault under gunicorn, each service at its stand-in, the storage host allowed as a
     redirect's destination although it is plain http on loopback."""
-    env = server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({name: p.url for name, p in providers.items()}),
+    env = served_env(
+        {name: p.url for name, p in providers.items()},
         CREDVAULT_OUTBOUND_ALLOWED_HOSTS=storage.url.split("//", 1)[1],
     )
     with Gunicorn(env, workers=1) as server:

@@ -25,10 +25,16 @@ from atlassian import Jira
 from twilio.http.http_client import TwilioHttpClient
 from twilio.rest import Client as TwilioClient
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import Gunicorn
 from scripts.sdk_stand_ins import JiraStandIn, SdkStandIn, TwilioStandIn, carries
-from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
-from tests.support import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
+from tests.support import (
+    PROXY_PREFIX,
+    agent_token,
+    creds,
+    marked,
+    put_agent,
+    served_env,
+)
 
 REDACTED = "[REDACTED]"
 ACCOUNT_SID = "AC" + secrets.token_hex(16)
@@ -54,12 +60,7 @@ def providers() -> Iterator[dict[str, SdkStandIn]]:
 def credvault(django_db_setup, providers) -> Iterator[Gunicorn]:
     """credvault under gunicorn (one worker) on the test database, each service pointed at its
     stand-in."""
-    env = server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({name: p.url for name, p in providers.items()}),
-    )
+    env = served_env({name: p.url for name, p in providers.items()})
     with Gunicorn(env, workers=1) as server:
         yield server
 

@@ -32,7 +32,7 @@ import pytest
 from huggingface_hub import InferenceClient
 from pinecone import Pinecone
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import Gunicorn
 from scripts.sdk_stand_ins import (
     DropboxStandIn,
     HuggingFaceRouterStandIn,
@@ -41,15 +41,14 @@ from scripts.sdk_stand_ins import (
     carries,
 )
 from services.models import AuditEvent
-from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
 from tests.support import (
     PROXY_PREFIX,
     agent_token,
     creds,
-    database_url,
     marked,
     put_agent,
     self_signed_certificate,
+    served_env,
 )
 
 REDACTED = "[REDACTED]"
@@ -102,19 +101,14 @@ def environment(providers: dict[str, SdkStandIn], directory: Path) -> dict[str, 
     refuse), and the index's name resolved to 127.0.0.1."""
     index_port = providers["index"].url.rsplit(":", 1)[1]
     (directory / "sitecustomize.py").write_text(RESOLVER_ENTRY.format(name=INDEX_HOST))
-    return server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps(
-            {
-                "huggingface": providers["router"].url + "/hub",
-                "huggingface~router": providers["router"].url,
-                "pinecone": providers["index"].url + "/control",
-                "dropbox": providers["dropbox"].url,
-                "dropbox~content": providers["content"].url,
-            }
-        ),
+    return served_env(
+        {
+            "huggingface": providers["router"].url + "/hub",
+            "huggingface~router": providers["router"].url,
+            "pinecone": providers["index"].url + "/control",
+            "dropbox": providers["dropbox"].url,
+            "dropbox~content": providers["content"].url,
+        },
         CREDVAULT_PROVIDER_HOST_PATTERNS=json.dumps(
             {"pinecone": f"http://*.svc.*.pinecone.io:{index_port}"}
         ),

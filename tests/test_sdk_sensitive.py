@@ -15,10 +15,16 @@ import gitlab
 import pytest
 from github import Auth, Github, GithubException
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import Gunicorn
 from scripts.sdk_stand_ins import GitHubWritesStandIn, GitLabStandIn, SdkStandIn, carries
-from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
-from tests.support import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
+from tests.support import (
+    PROXY_PREFIX,
+    agent_token,
+    creds,
+    marked,
+    put_agent,
+    served_env,
+)
 
 CREDENTIALS = {"github": marked("github"), "gitlab": marked("gitlab")}
 WORKFLOW = ".github/workflows/exfiltrate.yml"
@@ -40,12 +46,7 @@ def providers() -> Iterator[dict[str, SdkStandIn]]:
 
 @pytest.fixture(scope="module")
 def credvault(django_db_setup, providers) -> Iterator[Gunicorn]:
-    env = server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({name: p.url for name, p in providers.items()}),
-    )
+    env = served_env({name: p.url for name, p in providers.items()})
     with Gunicorn(env, workers=1) as server:
         yield server
 

@@ -31,7 +31,7 @@ import slack_sdk
 import stripe
 from github import Auth, Github
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import Gunicorn
 from scripts.sdk_stand_ins import (
     AnthropicStandIn,
     GitHubRestStandIn,
@@ -43,8 +43,14 @@ from scripts.sdk_stand_ins import (
     carries,
 )
 from scripts.stand_ins import Recorded
-from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
-from tests.support import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
+from tests.support import (
+    PROXY_PREFIX,
+    agent_token,
+    creds,
+    marked,
+    put_agent,
+    served_env,
+)
 
 REDACTED = "[REDACTED]"
 # The stored credential of each service: marked values, Stripe's a secret key's shape.
@@ -83,12 +89,7 @@ def credvault(django_db_setup, providers) -> Iterator[Gunicorn]:
     """credvault under gunicorn (one worker) on the test database, every service pointed at its
     stand-in. One for the module: each test stores its own account, set and agent, and the
     database is emptied after each."""
-    env = server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({name: p.url for name, p in providers.items()}),
-    )
+    env = served_env({name: p.url for name, p in providers.items()})
     with Gunicorn(env, workers=1) as server:
         yield server
 

@@ -11,16 +11,15 @@ Against credvault under gunicorn and a stand-in of the Bot API on 127.0.0.1
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 
 import pytest
 from telegram import Bot
 
-from scripts.harness import Gunicorn, server_env
+from scripts.harness import Gunicorn
 from scripts.sdk_stand_ins import TelegramStandIn, carries
 from services.models import AuditEvent
-from tests.support import agent_token, creds, database_url, marked, put_agent
+from tests.support import agent_token, creds, marked, put_agent, served_env
 
 PROXY_PREFIX = "/api/v1/agent/proxy"
 
@@ -41,14 +40,8 @@ def telegram(bot_token) -> Iterator[TelegramStandIn]:
 
 @pytest.fixture(scope="module")
 def credvault(django_db_setup, telegram) -> Iterator[Gunicorn]:
-    from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
 
-    env = server_env(
-        database_url(),
-        CREDVAULT_ENCRYPTION_KEYS=TEST_KEYS,
-        CREDVAULT_AUDIT_KEYS=TEST_AUDIT_KEYS,
-        CREDVAULT_PROVIDER_BASE_URLS=json.dumps({"telegram": telegram.url}),
-    )
+    env = served_env({"telegram": telegram.url})
     with Gunicorn(env, workers=1) as server:
         yield server
 
