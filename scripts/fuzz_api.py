@@ -73,7 +73,13 @@ def seed(env: dict[str, str]) -> dict:
     client_secret = Secret("FUZZ-MARKED-oauth-client-secret-x9q")
     values["oauth-client"] = [client_secret.reveal()]
     put_client(actor=actor, provider="github", client_id="fuzz-client", client_secret=client_secret)
-    return {"token": token, "agent_token": agent_token.plaintext, "values": values}
+    return {
+        "token": token,
+        "agent_token": agent_token.plaintext,
+        # The display prefix that names the token in the agent API: `cva_` and 8 characters.
+        "agent_prefix": agent_token.plaintext[:12],
+        "values": values,
+    }
 
 
 def schemathesis(
@@ -174,6 +180,7 @@ def main() -> int:
     os.environ["CREDVAULT_FUZZ_SECRETS"] = str(secrets_file)
     os.environ["CREDVAULT_FUZZ_ACCOUNT_TOKEN"] = seeded["token"]
     os.environ["CREDVAULT_FUZZ_AGENT_TOKEN"] = seeded["agent_token"]
+    os.environ["CREDVAULT_FUZZ_AGENT_PREFIX"] = seeded["agent_prefix"]
     try:
         with Gunicorn(env, workers=2, log=WORK / "gunicorn.log") as server:
             # The agent API first: the account run deletes agents (and so their tokens).
