@@ -104,13 +104,11 @@ def json_onto_proxy(body: bytes, *, api_base: str, proxy_url: str) -> bytes:
     """A JSON document's string values that are absolute URLs staying under `api_base`, moved
     under `proxy_url` (`body` as it is when `proxy_url` is empty).
 
-    Every other byte is kept as it came (spacing, order, escapes, numbers): each moved string
-    alone is written anew, as JSON writes it (UTF-8, `\\/` for `/` where the provider wrote
-    `\\/`). Member names, and strings that are not absolute URLs on the base's host, are never
-    changed. The body is scanned, not parsed: only a string that starts with the base's scheme
-    and host (its slashes escaped or not, or its `h` written `\\u0068`) is read and judged, so
-    the cost is one regular-expression pass over the body and a little per address. A body that
-    is not JSON is scanned as if it were, so only what reads as a JSON string there can move."""
+    Every other byte is kept as it came: each moved string alone is written anew, as JSON
+    writes it (`\\/` for `/` where the provider wrote `\\/`); member names are never changed.
+    The body is scanned, not parsed: only a string that starts with the base's scheme and host
+    (escaped or not) is read and judged, so the cost is one regular-expression pass and a
+    little per address. A body that is not JSON is scanned as if it were."""
     if not proxy_url or not body:
         return body
     return _JsonAddresses(_Base(api_base), proxy_url).moved(body)
