@@ -435,13 +435,10 @@ class OAuthClient(models.Model):
 
 
 class OAuthState(models.Model):
-    """A connect in progress: the SHA-256 digest of its start page's id (the id itself is only
-    in the link the connect answered) and of its state (derived from the id and the server's
-    SECRET_KEY: it is only in the provider's authorization URL), bound to the account, the
-    provider and the service it will store, and, once a browser continued from the start page,
-    to that browser (the digest of the nonce in its cookie). Continued once, single-use
-    (deleted as it is used) and expiring. The PKCE verifier is derived from the state and the
-    server's SECRET_KEY, so it is stored nowhere."""
+    """A connect in progress, single-use and expiring: the digests of its start page's id, of
+    its state and of the nonce in the cookie of the browser that continued it, bound to the
+    account, the provider and the service it will store (services/oauth/connect.py). The PKCE
+    verifier is derived from the state and SECRET_KEY, so it is stored nowhere."""
 
     start_digest = models.CharField(max_length=64, unique=True)
     digest = models.CharField(max_length=64, unique=True)
