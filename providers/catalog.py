@@ -247,13 +247,10 @@ class ApiHost:
 @dataclass(frozen=True)
 class HostPattern:
     """The hosts a call may choose for a provider (`host_pattern`: Pinecone's per-index
-    `*.svc.*.pinecone.io`): DNS labels joined by dots, each a literal label or `*`, which
-    stands for exactly one label (letters, digits and `-`, neither first nor last), never
-    for a dot; at least one `*`, and at least two literal labels after the last one, so that
-    a pattern never spans a bare top-level domain. A host matches with the same number of
-    labels, compared without case. The calls go to `https://{host}` (port 443), or, where the
-    server's configuration gives the pattern as a URL (`http://*.svc.internal:8443`), with its
-    scheme and port."""
+    `*.svc.*.pinecone.io`), each `*` exactly one label; the rule is told in
+    docs/providers.md#providers-with-more-than-one-host. The calls go to `https://{host}`, or,
+    where the server's configuration gives the pattern as a URL (`http://*.svc.internal:8443`),
+    with its scheme and port."""
 
     pattern: str
     scheme: str = "https"

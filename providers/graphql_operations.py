@@ -2,39 +2,10 @@
 and which of them a request selects, read with the reference parser (graphql-core), never with
 patterns.
 
-In the catalog, a provider whose API is GraphQL names its endpoint and those mutations:
-
-    [providers.graphql]
-    paths = ["/graphql"]              # path patterns, as in `sensitive`: the endpoint and
-                                      # everything below it
-    docs = "https://..."              # the provider's GraphQL reference
-    [[providers.graphql.sensitive]]
-    mutation = "apiKeyCreate"         # a top-level field of the Mutation type
-    why = "mints an API key that outlives the agent"
-    docs = "https://..."
-
-A request on that path is read as one GraphQL request or a batch of them: a JSON body (media
-type `application/json`, UTF-8) that is one request object or a non-empty array of them, each
-`{"query", "operationName"?, "variables"?, "extensions"?}` and nothing else; or a body of media
-type `application/graphql`, the document itself; and a `query` parameter of the query string
-(GET), with its `operationName` (the query string split at `&` and at `;`, as Rack 2 splits it).
-Whatever the method, every document a request carries is read; an `operationName` in the query
-string makes every operation of the body's documents count (servers differ on which wins).
-Refused as invalid (`InvalidGraphQLRequest`): a body of another media type or charset (a
-provider that read it as a form would run a document credvault never saw), JSON that does not
-parse, a member twice in one object (parsers disagree on which one wins), a batch of more than
-MAX_GRAPHQL_BATCH requests, a request without
-`query` (a persisted query's hash names a document credvault cannot read), a document that
-does not parse, an `operationName` that names no operation of its document, and a request whose
-documents hold more than MAX_GRAPHQL_TOKENS tokens together (comments count).
-
-The operations a request may execute: with an `operationName`, every operation of that name;
-without one (or with an empty one), every operation of the document. A server executes one
-operation of a document and refuses a document of several without a name, so counting them all
-refuses no request a server would run. The mutations an operation selects are the top-level
-fields of a `mutation` operation, by field name (an alias changes nothing), inline fragments and
-fragment spreads followed to any depth, whatever their type condition or directives (`@skip`
-is not evaluated: a field it might skip still counts).
+A request on the endpoint's paths is read as one GraphQL request or a batch (a JSON body, an
+`application/graphql` body, a `query` parameter); what is refused as `InvalidGraphQLRequest`,
+the limits (MAX_GRAPHQL_BATCH, MAX_GRAPHQL_TOKENS) and which operations and mutations count are
+told in docs/providers.md#graphql-providers, their reasons in docs/decisions.md.
 """
 
 from __future__ import annotations

@@ -1,36 +1,11 @@
 """A provider's sensitive endpoints: the methods and paths of its API that create, reveal or
-widen a credential (API keys, personal or app tokens, OAuth authorizations, deploy keys, admin
-keys, webhooks that would carry secrets). A brokered call to one is refused unless the agent's
-grant names that path, or a longer one, explicitly: a default grant (`/`) never mints a
-credential that would outlive the agent.
+widen a credential. A brokered call to one is refused unless the agent's grant names that path,
+or a longer one, explicitly: a default grant (`/`) never mints a credential that would outlive
+the agent.
 
-In the catalog, each provider either lists them or says why it has none:
-
-    [[providers.sensitive]]
-    methods = ["POST"]                      # optional: every method
-    path = "/repos/*/*/keys"                # segments; `*` matches within one segment,
-                                            # a whole segment `**` any number of segments
-    why = "deploy keys: an SSH key added here reads and writes the repository"
-    docs = "https://docs.github.com/en/rest/deploy-keys/deploy-keys"
-    exact = true                            # optional: that path alone, nothing below it
-
-    sensitive_none = "why the API has no such endpoint, with the page that says so"
-
-Every provider credvault ships gives one or the other: an empty list is a decision written in
-the entry, never an entry nobody considered. An operator's entry (CREDVAULT_EXTRA_CATALOG) may
-leave both out: its API is the operator's own, and so is the judgement of its endpoints.
-
-A path pattern matches a request's path, and everything below it, segment by segment, without
-regard to case (a provider that matches paths without case must not offer a way around it),
-each segment judged by its part before a `;` (servers that drop path parameters). With
-`exact = true` it matches that path alone: a resource whose own write changes its visibility
-or its build, while the paths below it are its daily work. A segment `**` matches any number
-of segments, none included, for APIs that address an item by its path (Microsoft Graph's
-`/me/drive/root:/a/b.txt:/invite`). A request's path is read both ways an encoded `/` can be
-read, and a match in either refuses: as a separator (`.github%2Fworkflows%2Fci.yml` is three
-segments, as GitHub reads a file's path) and kept inside its segment (GitLab's
-`group%2Fproject` is one project, so `/projects/*/hooks` covers it). A grant's path prefix is
-read the same two ways.
+Every provider credvault ships lists them or says why it has none (`sensitive_none`); an
+operator's entry may leave both out. How a pattern matches (segments, `*`, `**`, `exact`, case,
+`;`, an encoded `/` read both ways) is told in docs/providers.md#sensitive-endpoints.
 """
 
 from __future__ import annotations

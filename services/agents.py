@@ -200,9 +200,9 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
 
     The grant, the service row and its fields come from one statement, so the set is that of
     a single committed store even while another store replaces it. Its audit event is
-    appended before anything is answered: if the append fails, nothing is. Both statements are
-    atomic by themselves, so no transaction surrounds them (on PostgreSQL that would be two
-    more round trips, a BEGIN and a COMMIT). Nothing decrypted is kept after the response.
+    appended before anything is answered. Both statements are atomic by themselves, so no
+    transaction (two more round trips on PostgreSQL) surrounds them. Nothing decrypted is kept
+    after the response.
     """
     found = granted_set(actor=actor, service=service)
     if found is None:

@@ -1,32 +1,17 @@
-"""Audit events, hash-chained per account.
+"""Audit events, hash-chained per account: `record`, `verify_chain`, and the `Operation` table
+of which action and status each operation records (the outcome follows: `outcome_for`).
 
-Each event stores `prev_digest`, the digest of the account's previous event ("0" * 64 for the
-first), and `digest`:
+    digest = SHA-256( prev_digest + "\\n" + canonical(event) )     # prev_digest "0" * 64 first
 
-    digest = SHA-256( prev_digest + "\\n" + canonical(event) )
-
-`canonical` is the one text form of an event: the compact JSON object, keys sorted, of account
-id, seq, occurred_at (RFC 3339, microseconds, Z), token_prefix, agent_name, action, service,
-target, outcome, status and request_id; a brokered call's event (agent.proxy) also holds its
-method, path and upstream_status (null when the provider gave no answer). Events of other
-actions have no such members, so the digests of events written before them are unchanged;
-likewise `via` ("mcp": a call made through the MCP server) is a member only when not empty.
-`seq` counts the account's events from 1, and the account row holds the chain's head (last
-seq and digest). An edited row no longer matches its
-digest, a deleted or reordered row breaks the sequence or the next `prev_digest`, and a row cut
-from the end no longer matches the head: `verify_chain` names the first broken link.
-
-`record` appends an event: the database reads the head, counts the seq and hashes as it inserts
-(`storage.append_event`), so Python never holds a stale head. Inside a transaction the event
-commits or rolls back with the change it describes; such a transaction takes the account's
-head lock first (`storage.transactions.account_transaction`, or `storage.queries.lock_service`
-for a store).
-`verify_chain` recomputes every digest here, in Python. Each event is also written to the
-`credvault.audit` logger as one JSON line once it commits, and the chain is signed at
-checkpoints that a writer of the database alone cannot forge (`services/checkpoints.py`).
-
-Which action and status each operation records is the table `Operation`; the outcome follows
-from the status (`outcome_for`).
+`canonical` is the compact JSON object, keys sorted, of account id, seq, occurred_at (RFC 3339,
+microseconds, Z), token_prefix, agent_name, action, service, target, outcome, status and
+request_id; an agent.proxy event adds method, path and upstream_status, and `via` is a member
+only when set, so earlier events keep their digests. The account row holds the chain's head.
+`record` lets the database read the head, count the seq and hash as it inserts
+(`storage.append_event`), so Python never holds a stale head; a transaction that records takes
+the account's head lock first (`storage.transactions.account_transaction`, or
+`storage.queries.lock_service` for a store). The chain is also signed at checkpoints
+(`services/checkpoints.py`); see docs/agents.md#audit.
 """
 
 from __future__ import annotations

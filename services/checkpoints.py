@@ -1,26 +1,17 @@
-"""Signed audit checkpoints: what a writer of the database alone cannot forge.
-
-Anyone who can write the database can rewrite the SHA-256 chain of `services/audit.py`
-consistently from an altered event onwards. A checkpoint states, for one account, the chain's
-seq and digest at a moment, signed under a key of CREDVAULT_AUDIT_KEYS, which lives outside the
-database (the first key signs, every key verifies, so a rotated-out key still verifies the
-checkpoints it signed while it stays listed):
+"""Signed audit checkpoints: what a writer of the database alone cannot forge (it can rewrite
+the hash chain of `services/audit.py` consistently). A checkpoint signs one account's chain
+seq and digest under a key of CREDVAULT_AUDIT_KEYS, outside the database (the first key signs,
+every key verifies):
 
     mac = HMAC-SHA256(key, "credvault-audit-checkpoint-v1\\n{account id}\\n{seq}\\n{digest}
                            \\n{created_at, RFC 3339}\\n{prev_mac}")
 
-`prev_mac` is the account's previous checkpoint's MAC ("0" * 64 for the first), so the
-checkpoints chain too: a deleted one breaks the next one's link. Each checkpoint is also
-written as one JSON line to the `credvault.audit` logger, so that a copy lives outside the
-database; so is every audit event (`event_line`).
-
-When (`note_event`, after every event): each worker starts an account's clock at the first
-event it records for it, and the first event at least CREDVAULT_AUDIT_CHECKPOINT_SECONDS later
-writes a checkpoint and restarts the clock. Between checkpoints an event costs a dict lookup
-and a clock read. `manage.py checkpoint_audit` writes one for every account at once (cron, or
-before a backup). The window: events after an account's last checkpoint can be rewritten by a
-database writer until the next one; a checkpoint copied elsewhere (`verify_audit --expect`)
-also catches a rewrite of the newest events together with the checkpoints that cover them.
+`prev_mac` chains the checkpoints ("0" * 64 for the first). Each checkpoint and each event
+(`event_line`) is also one JSON line of the `credvault.audit` logger, a copy outside the
+database. `note_event`, after every event, writes one when an account's first event seen by
+this worker is CREDVAULT_AUDIT_CHECKPOINT_SECONDS old (between them an event costs a dict
+lookup and a clock read); `manage.py checkpoint_audit` writes one for every account. The window
+this leaves is in docs/security.md.
 """
 
 from __future__ import annotations

@@ -342,24 +342,18 @@ class AuditEvent(models.Model):
     outcome = models.CharField(max_length=16, choices=AuditOutcome.choices)
     status = models.PositiveSmallIntegerField()
     request_id = models.CharField(max_length=REQUEST_ID_MAX_LENGTH)
-    # A brokered call's (agent.proxy): its method, its path as sent (percent-encoded, without
-    # the query), and the provider's status when it answered. Empty for every other event.
+    # A brokered call's (agent.proxy): its method, the path as the agent spelled it (no query)
+    # and the provider's status.
     method = models.CharField(max_length=7, blank=True, default="")
     path = models.CharField(max_length=2048, blank=True, default="")
     upstream_status = models.PositiveSmallIntegerField(null=True, blank=True, default=None)
-    # Where a brokered call came from besides the proxy route: "mcp" for the MCP server's
-    # call_api. Empty for every other event, and then not part of the canonical form.
+    # "mcp" for a call made by the MCP server's call_api; canonical only when set.
     via = models.CharField(max_length=8, blank=True, default="")
-    # A brokered call's path as it was sent to the provider (the API base's path, a path
-    # prefix of the credential's placement with every injected value redacted, the agent's
-    # path encoded again), without the query; set on every call that left credvault, whose
-    # event is written before its request leaves. Empty for every other event, and then not
-    # part of the canonical form.
+    # The path as sent to the provider, injected values redacted (docs/agents.md#brokered-access);
+    # canonical only when set.
     sent_path = models.CharField(max_length=8192, blank=True, default="")
-    # The completion of an event written before its request left (its outcome, status and
-    # the provider's status, filled in once the call ended): `KEY_ID:HMAC` under a key of
-    # CREDVAULT_AUDIT_KEYS over the event's digest and the completion (services/audit.py).
-    # Empty while the event is not completed, and for every other event.
+    # `KEY_ID:HMAC` over the digest and the completion of a call's event, which is written
+    # outside the chained form once the call ends (services/audit.py).
     completion_mac = models.CharField(max_length=100, blank=True, default="")
     prev_digest = models.CharField(max_length=64)
     digest = models.CharField(max_length=64)
@@ -441,13 +435,10 @@ class OAuthClient(models.Model):
 
 
 class OAuthState(models.Model):
-    """A connect in progress: the SHA-256 digest of its start page's id (the id itself is only
-    in the link the connect answered) and of its state (derived from the id and the server's
-    SECRET_KEY: it is only in the provider's authorization URL), bound to the account, the
-    provider and the service it will store, and, once a browser continued from the start page,
-    to that browser (the digest of the nonce in its cookie). Continued once, single-use
-    (deleted as it is used) and expiring. The PKCE verifier is derived from the state and the
-    server's SECRET_KEY, so it is stored nowhere."""
+    """A connect in progress, single-use and expiring: the digests of its start page's id, of
+    its state and of the nonce in the cookie of the browser that continued it, bound to the
+    account, the provider and the service it will store (services/oauth/connect.py). The PKCE
+    verifier is derived from the state and SECRET_KEY, so it is stored nowhere."""
 
     start_digest = models.CharField(max_length=64, unique=True)
     digest = models.CharField(max_length=64, unique=True)

@@ -1,26 +1,17 @@
 """Bearer authentication with account tokens (`cvt_`) and agent tokens (`cva_`).
 
-A token whose shape or checksum is wrong is refused before any query. A well-formed one is
-looked up by its SHA-256 digest: one indexed query joined to its account (and agent).
+A token whose shape or checksum is wrong is refused before any query; a well-formed one is
+looked up by its SHA-256 digest, one indexed query joined to its account (and agent).
 `last_used_at` is written at most once a minute per token. Every refusal has the same body and
-challenge. A valid token of the other kind is 403 `insufficient_scope`.
+challenge; a valid token of the other kind is 403 `insufficient_scope`.
 
-The account API reads the token of `Authorization: Bearer` only. The agent API reads an agent
-token wherever a provider's SDK puts its key, so that the SDK works unchanged with the agent
-token in place of the key: `Authorization` with the scheme `Bearer` or `token` (any case),
-`Authorization: Basic` as the user name or the password, whatever the other part is (empty,
-`x`, Twilio's Account SID, an Atlassian e-mail address: it is dropped with the header), and,
-on a brokered call, the header that the service's credential placement uses (`x-api-key` for
-Anthropic, `PRIVATE-TOKEN` for GitLab, ...), or, for a service whose credential goes in the
-path (Telegram's `/bot{token}/`), the path segment where the credential goes
-(`/api/v1/agent/proxy/telegram/bot<agent token>/getMe`: `path_token`). Two different tokens in
-one request are 400 `ambiguous_credentials`. The headers that carried it are noted in the
-request's context, so that none of them is sent on; the path segment is taken out of the path
-by the proxy's view, and the credential goes in its place.
-
-An accepted token becomes the request's `Principal` (`request.user` and
-`request.context.principal`); a known token refused as revoked or expired leaves its principal
-in the context too, so that the refusal is audited to its account.
+The account API reads `Authorization: Bearer` only. The agent API reads an agent token wherever
+a provider's SDK puts its key (docs/agents.md#brokered-access): `Authorization` Bearer or
+`token`, either part of a Basic pair, the header of the service's placement, or the path
+segment of a credential placed in the path (`path_token`). Two different tokens are 400
+`ambiguous_credentials`. The headers that carried it are noted in the request's context, so
+none is sent on. An accepted token becomes the request's `Principal`; a known token refused as
+revoked or expired leaves its principal in the context, so the refusal is audited to its account.
 """
 
 from __future__ import annotations

@@ -2,19 +2,14 @@
 checked against its framing before Django sees the request (RFC 9112).
 
 - A body with a Content-Length up to its limit (64 KiB; a brokered call's
-  CREDVAULT_PROXY_MAX_BODY, 1 MiB) is read to its end. If the client stops
-  before it (it closed, or a chunk is malformed), the request is never processed: it is logged
-  and answered 400 `bad_request` where the connection still allows. Django would otherwise read
-  the shorter body as if it were the whole one, and store a truncated JSON that happens to be
-  valid.
-- A chunked body without Content-Length is read up to one byte past the limit when the server
-  marks the end of the input (`wsgi.input_terminated`, as gunicorn does), and handed on with its
-  real length, so that the view sees it whole or refuses it with 413. A server that cannot mark
-  the end gets 411, never an empty body.
-- A body over the limit is left unread: the view refuses it with 413 by its Content-Length.
-- Reading may take CREDVAULT_BODY_TIMEOUT seconds in all, however slowly the bytes come: then
-  the socket's reading side is shut (`BodyWatch`), the read ends, and the answer is 408
-  `request_timeout`. A client that holds a body open holds one greenlet that long, no longer.
+  CREDVAULT_PROXY_MAX_BODY) is read to its end; one the client stops short of is never
+  processed (400 `bad_request`), since Django would read a truncated JSON that happens to be
+  valid as the whole body.
+- A chunked body is read up to one byte past the limit when the server marks the end of the
+  input (`wsgi.input_terminated`, as gunicorn does), else 411; a body over the limit is left
+  unread for the view's 413.
+- Reading takes at most CREDVAULT_BODY_TIMEOUT seconds in all: then the socket's reading side is
+  shut (`BodyWatch`) and the answer is 408 `request_timeout`.
 
 Django then reads the body from memory: the view's strict reader is unchanged.
 """

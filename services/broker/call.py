@@ -1,26 +1,14 @@
-"""The brokered call, in the order a request meets its rules.
+"""The brokered call, in the order a request meets its rules: the path, the headers, no
+credvault token riding along; the grant read with the stored set in one statement; sensitive
+endpoints and GraphQL mutations; the token's calls in flight (CREDVAULT_PROXY_MAX_CONCURRENT);
+the set made usable (an OAuth set about to expire refreshed first); the destination and the
+placement from the catalog; the strict outbound client; redirects that leave the service;
+the answer redacted and its addresses moved, whole or as it arrives (`streams`). A 401 for an
+OAuth set is refreshed and retried once, for the methods a provider may receive twice.
 
-The path is checked (nothing is sent for a path that could leave the provider's API), the headers
-(one rule set for every route) and that no credvault token rides along (`tokens`); the grant
-is read with the stored set in one statement (no grant, a method or path outside it, every
-method the request names counted, nothing stored: refused, nothing sent); an endpoint that
-mints a credential needs a grant that names it (sensitive endpoints), and so does a GraphQL
-mutation that does (`mutations`: a request on a GraphQL endpoint is read operation by
-operation, and one credvault cannot read is refused); the token's calls in
-flight are counted (at most CREDVAULT_PROXY_MAX_CONCURRENT); the set is made usable (refreshed
-first when it is an OAuth set about to expire); the destination and the credential's placement
-come from the catalog; the call goes through the strict outbound client; a redirect that
-leaves the service is followed without the credential, or refused (`redirects`); the answer is
-passed back with every injected value redacted and its addresses moved onto the proxy
-(`locations`), whole when it is short or its JSON body carries them, else as it arrives
-(`streams`). A call answered 401 for an OAuth set is refreshed once
-and retried once, for the methods a provider may receive twice. Each call is one audit event:
-`agent.proxy`, service, method, path without its query (the agent's spelling, and the path as
-sent), written before the request leaves (outcome `sent`), so that a worker killed while the
-provider holds it still leaves it; it is completed once the call has ended with the provider's
-status (the last answer's, for a followed redirect) and the outcome (a streamed answer's once
-its body has ended, with how it ended), or with credvault's own status when the call failed
-after it was written.
+Each call is one audit event, `agent.proxy`, written before the request leaves (outcome
+`sent`), so that a worker killed while the provider holds it still leaves it, and completed
+once the call has ended (docs/agents.md#brokered-access).
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """The provider's own addresses in an answer, judged and moved onto the proxy: one definition
 of "does this address stay under the service's API base, and where does it go" for the
-`Location`, `Content-Location` and `Link` headers, for the absolute URLs in a JSON body, and for
-the redirects credvault follows (`redirects`).
+`Location`, `Content-Location` and `Link` headers, the absolute URLs in a JSON body, and the
+redirects credvault follows (`redirects`).
 
-An address is first resolved against the URL of the provider's request that answered it (RFC
-3986 5.2), and its dot segments removed, `%2e` read as `.` while they are (`/v1/%2e%2e/x` is
-`/x`, since a server may decode it before it routes): only then is it judged. One whose scheme,
-host and port are the base's, and whose path is the base's path or below it, stays under the
-base, and moves to the same place under the URL at which the agent reaches the service through
-credvault: `https://api.github.com/user/repos?page=2` becomes
-`https://credvault.example/api/v1/agent/proxy/github/user/repos?page=2`, and so do
-`/user/repos?page=2` and `repos?page=2` in an answer to `/user/...`. The moved address is
-always absolute and holds no dot segment, so no agent can resolve it elsewhere in credvault
-(`../stripe/x` from `/v1/files` is the provider's `/stripe/x`, moved under the service's own
-proxy URL, never credvault's `/api/v1/agent/proxy/stripe/x`).
-
-An address that leaves the service (another host, or a path outside the base) is passed as it
-came when it is absolute; a reference that is not absolute is passed as the absolute URL it
-resolves to at the provider, so that an agent never resolves it against credvault's own URL.
-An address that holds a backslash, a space or a control character is never judged to stay
-(clients differ on what it means). A header whose absolute address is on credvault's own host
-but outside the service's proxy URL (another service's proxy, the agent read) is dropped: no
-answer of a provider steers an SDK into another part of credvault with the agent token.
+An address is resolved against the URL of the provider's request that answered it and its dot
+segments removed (`%2e` read as `.`, since a server may decode it before it routes) before it is
+judged. One that stays moves to the same place under the service's proxy URL, always absolute
+and without dot segments, so no agent can resolve it elsewhere in credvault; one that leaves
+passes as the absolute URL it means at the provider. An address with a backslash, a space or a
+control character never stays (clients differ on what it means). The rules and examples are in
+docs/agents.md#brokered-access ("Addresses").
 """
 
 from __future__ import annotations
@@ -116,13 +104,11 @@ def json_onto_proxy(body: bytes, *, api_base: str, proxy_url: str) -> bytes:
     """A JSON document's string values that are absolute URLs staying under `api_base`, moved
     under `proxy_url` (`body` as it is when `proxy_url` is empty).
 
-    Every other byte is kept as it came (spacing, order, escapes, numbers): each moved string
-    alone is written anew, as JSON writes it (UTF-8, `\\/` for `/` where the provider wrote
-    `\\/`). Member names, and strings that are not absolute URLs on the base's host, are never
-    changed. The body is scanned, not parsed: only a string that starts with the base's scheme
-    and host (its slashes escaped or not, or its `h` written `\\u0068`) is read and judged, so
-    the cost is one regular-expression pass over the body and a little per address. A body that
-    is not JSON is scanned as if it were, so only what reads as a JSON string there can move."""
+    Every other byte is kept as it came: each moved string alone is written anew, as JSON
+    writes it (`\\/` for `/` where the provider wrote `\\/`); member names are never changed.
+    The body is scanned, not parsed: only a string that starts with the base's scheme and host
+    (escaped or not) is read and judged, so the cost is one regular-expression pass and a
+    little per address. A body that is not JSON is scanned as if it were."""
     if not proxy_url or not body:
         return body
     return _JsonAddresses(_Base(api_base), proxy_url).moved(body)

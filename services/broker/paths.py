@@ -51,12 +51,9 @@ def checked_path(raw_path: str) -> ProxyPath:
     """The path as the agent sent it (percent-encoded), checked, or InvalidProxyPath.
 
     Each segment is percent-decoded once, by itself, so that an encoded `/` (`%2F`: GitLab's
-    `group%2Fname`) stays inside its segment and is sent on encoded. A segment may hold `@`
-    (Microsoft Graph's and Google Calendar's ids). Refused: a segment that is empty (a single
-    trailing slash excepted: `/repos/`), `.` or `..`, judged by its part before a `;` too, and
-    by each of its parts between encoded slashes (a server that decodes `%2F` before it
-    resolves the path would climb there); a backslash, encoded or not; a control character;
-    bytes that are not UTF-8."""
+    `group%2Fname`) stays inside its segment and is sent on encoded. What is refused is
+    listed under `400 invalid_proxy_path` in docs/agents.md; a segment's parts between encoded
+    slashes are judged too, since a server that decodes `%2F` first would climb there."""
     if len(raw_path) > MAX_PATH_LENGTH:
         raise InvalidProxyPath()
     if raw_path in ("", "/"):

@@ -1,35 +1,14 @@
-"""Redaction: every secret credvault injected into a call is replaced by `[REDACTED]` in the
-answer's headers and body before it leaves, in each form a well-behaved provider writes it.
-The values are the placement's (providers/placement.py): each secret, and a basic-auth pair,
-which always holds one; an identifier placed beside them (Twilio's Account SID, a Jira
-account's e-mail address) is not among them, so an answer that names it is passed on intact.
-The forms:
+"""Redaction: every secret credvault injected into a call (the placement's values, a basic-auth
+pair included; an identifier placed beside them is not one) is replaced by `[REDACTED]` in the
+answer's headers and body, in each form a well-behaved provider writes it: raw, percent-, JSON-
+and HTML-escaped, base64 (standard or URL-safe, alone or inside a longer base64 text) and hex.
+The forms are listed in docs/agents.md#brokered-access.
 
-- raw, as it was sent (its UTF-8 bytes);
-- percent-encoded, with upper or lower hex, minimal or every byte (or any mix of the two);
-- JSON-escaped: `\\/`, `\\"`, `\\\\`, and `\\uXXXX` in upper or lower hex (a surrogate pair
-  beyond the BMP) for any character: Go's, .NET's and PHP's `\\u003c` for `<>&'=+`, or every
-  character;
-- HTML-escaped, with named entities (HTML5's list) or numeric ones, decimal or hex;
-- base64, standard and URL-safe, padded or not: of the value, alone or inside a longer base64
-  text at any of the three alignments, and of a basic-auth pair (`user:password`, which
-  placement counts among the injected values);
-- hex, in lower or upper case.
-
-`Redaction(values)` builds the forms of a call's values once. The escaped forms are not listed
-one by one: the text is read once per escaping (percent, JSON, HTML) with its escapes decoded
-and each value searched for there, which finds every mix of escaped and plain characters. A
-text with many escapes is folded first, in C, and read escape by escape only where a value may
-be (`Escaping`), so that redaction costs a few times what passing the bytes on costs, whatever
-they hold.
-Every occurrence of every form is found in the text as it came, and the union of their spans
-is replaced, so that no form can cut another, however long each is.
-
-A body passed on as it arrives is redacted by `StreamRedaction`: each piece leaves at once but
-for its end where a form may be starting (a proper prefix of a form, raw or once its escapes are
-decoded, or an escape that has not ended), which is held back until the next piece tells. So a
-form split across two pieces is redacted as if it had come in one, and an event of a stream
-that ends as no form begins (`\n\n`) is held back not at all.
+`Redaction(values)` builds a call's forms once. The escaped forms are found by reading the text
+once per escaping with its escapes decoded; a text with many escapes is folded first, in C
+(`Escaping`; the cost is in docs/decisions.md and docs/performance.md). The union of every
+form's spans is replaced, so no form can cut another. `StreamRedaction` redacts a body as it
+arrives, holding back only an end where a form may be starting.
 """
 
 from __future__ import annotations
@@ -225,20 +204,16 @@ class Folded:
 class Escaping:
     """One way of escaping characters in text: what every escape starts with, the pattern of
     one escape and what it stands for (UTF-8 bytes); for a text that more may follow, the
-    pattern of an escape begun but not ended (from its introducer to the text's end), and
-    which whole escapes still wait for another (a surrogate's first half).
+    pattern of an escape begun but not ended, and which whole escapes still wait for another
+    (a surrogate's first half).
 
-    Reading a text escape by escape costs Python's time per escape, 40 to 100 times what
-    passing its bytes on costs when every few bytes are an escape. So a text with more than
-    FOLD_FROM escapes is first folded: decoded by the C library alone (`fold`: a few
-    `bytes.replace` passes, then `binascii.a2b_qp`, which decodes `=XX`), into a text that
-    holds every needle the escapes may spell, bar at most its first `lead` bytes (an escape
-    that is not one, right before a needle, can take them; `fold_needle` says which needles
-    the fold can stand for, None for one it cannot, which is then always read escape by
-    escape). Only where a folded needle is found is the text read escape by escape; and for
-    the hold at a text's end, only its last `Folded.near` bytes are, or its last
-    `Folded.window` where the fold's end may hold a needle's start (`spelled`: the length of
-    a needle's longest escaped spelling)."""
+    Reading escape by escape costs Python's time per escape, so a text with more than
+    FOLD_FROM escapes is first folded by the C library alone (`fold`) into a text that holds
+    every needle the escapes may spell, bar at most its first `lead` bytes (`fold_needle`:
+    which needles the fold can stand for, None for one always read escape by escape). Only
+    where a folded needle is found is the text read escape by escape; for the hold at a
+    text's end, only its last `Folded.near` or `Folded.window` bytes (`spelled`: a needle's
+    longest escaped spelling)."""
 
     introducer: bytes
     pattern: re.Pattern[bytes]

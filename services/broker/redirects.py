@@ -1,21 +1,12 @@
 """Redirects that leave the service: followed by credvault itself, or refused, never passed to
 the agent, whose SDK would follow them with the agent token.
 
-A redirect (a 3xx other than 304 with a `Location`) whose address, judged as every address of an
-answer is (`locations.judged`: resolved against the request that answered, dot segments
-removed), stays under the service's API base is passed back, its `Location` moved onto the
-proxy. One that leaves the service is followed by credvault when it is a 301, 302 or 303 answer
-to a GET or HEAD: the same method is sent to the new address, with no credential, none of the
-agent's headers and no body, under the outbound address rules (`outbound.named_destination`: an
-https URL to public addresses, or a host CREDVAULT_OUTBOUND_ALLOWED_HOSTS names), at most
-MOST_HOPS times, within what is left of the call's CREDVAULT_PROXY_MAX_DURATION. The agent gets
-the answer credvault lands on (its body redacted as any answer, its own addresses judged
-against the URL it came from); a storage download works and the agent token goes nowhere.
-
-Any other redirect that leaves the service is 502 `upstream_foreign_redirect`, with no
-`Location`: a 307 or 308 (which would send the body again), a redirect of any other method, one
-more hop than MOST_HOPS, or an address the outbound rules refuse (not http(s), user info,
-a host that is neither public https nor allowed, an address that resolves to a private one).
+A redirect that stays under the service's API base (judged by `locations.judged`) is passed
+back, moved onto the proxy. One that leaves is followed when it is a 301, 302 or 303 answer to
+a GET or HEAD: the same method, with no credential, none of the agent's headers and no body,
+under the outbound address rules (`outbound.named_destination`), at most MOST_HOPS times,
+within what is left of CREDVAULT_PROXY_MAX_DURATION. Any other is 502
+`upstream_foreign_redirect`, with no `Location` (docs/agents.md#brokered-access).
 """
 
 from __future__ import annotations

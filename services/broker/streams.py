@@ -1,22 +1,16 @@
 """A provider's answer passed on as it arrives: each piece of its body leaves as soon as the
-redaction allows (`StreamRedaction` holds back only an end where a form may be starting), so a
-Server-Sent Events stream keeps its timing, and a worker holds one piece of it at a time, never
-the whole answer.
+redaction allows, so a Server-Sent Events stream keeps its timing, and a worker holds one piece
+of it at a time, never the whole answer.
 
-The body ends in one of three ways, and the call's audit event says which:
-
-- `success`: the provider's body was passed on whole;
-- `cut`: credvault ended it before its end: more than CREDVAULT_PROXY_MAX_RESPONSE bytes, the
-  call past CREDVAULT_PROXY_MAX_DURATION, a silence longer than CREDVAULT_PROXY_TIMEOUT, or the
-  provider's connection failing. The agent's connection then ends without the body's end
-  (`StreamCut`), so that no agent takes a cut body for a whole one;
-- `abandoned`: the agent went away first (the WSGI server closes the body unread).
-
-Either way the provider's connection is closed or given back at once.
+The call's audit event says how the body ended: `success` (passed on whole), `cut` (credvault
+ended it: its size, its duration, a silence, the provider's connection failing; the agent's
+connection then ends without the body's end, `StreamCut`, so no agent takes a cut body for a
+whole one) or `abandoned` (the agent went away first). Either way the provider's connection is
+closed or given back at once.
 
 Between pieces a gevent worker lets its other greenlets run (`_pause`): a stream whose pieces
 arrive as fast as they are passed on never waits on a socket, and would otherwise keep the
-worker from its other calls, and from telling gunicorn's arbiter that it lives, until its end.
+worker from its other calls and from telling gunicorn's arbiter that it lives.
 """
 
 from __future__ import annotations

@@ -2,31 +2,14 @@
 
 No server-held session: every POST is answered by itself, by any worker; no `Mcp-Session-Id` is
 minted. Which revision a POST speaks follows its `MCP-Protocol-Version` header, as the `mcp`
-package's server routes it:
+package's server routes it: none, `2025-06-18` or `2025-11-25` is the handshake era
+(`initialize`); any other is the stateless revision 2026-07-28 (`params._meta` on every
+request, headers that must agree with the body). A body whose `_meta` names a version its
+header does not is -32020 in both eras, and nothing is called. Each era's statuses and error
+codes are listed in docs/mcp.md#the-protocol.
 
-- no header, or `2025-06-18` or `2025-11-25`: the handshake era. `initialize` answers the
-  version the client asked for when it is one of those two, else `2025-11-25` (the client then
-  decides whether it speaks it). A JSON-RPC error is answered 200, but for a body that is no
-  JSON (-32700) or no JSON-RPC request (-32600): 400. A header naming an older revision
-  (`2024-11-05`, `2025-03-26`) is 400. A request whose `_meta` names a protocol version (the
-  2026-07-28 envelope's key) that its header does not (a 2026-07-28 body sent without the
-  header, or under a handshake-era one) is -32020, answered 400 as that revision does, and
-  nothing is called.
-- any other header: the stateless revision 2026-07-28. Every request carries its version and
-  the client's capabilities in `params._meta` (missing: -32602); the `MCP-Protocol-Version`,
-  `Mcp-Method` and (for `tools/call`) `Mcp-Name` headers must agree with the body (-32020);
-  a version other than 2026-07-28 is -32022 with the supported ones. `server/discover` answers
-  what the server speaks; `initialize` is no method of this revision. Every result carries
-  `resultType: "complete"`; `tools/list` and `server/discover` carry `cacheScope: "private"`
-  (the descriptions name the agent's own services) and `ttlMs: 0`. Errors are answered with
-  their status: -32601 404; -32700, -32600, -32602, -32020, -32022 400.
-
-A notification (no `id`) is 202 with no body, in both eras; so is a posted response in the
-handshake era (the server sends no request that it would answer).
-
-Tool calls with a malformed `params` (no tool name, arguments that are not an object, an
-unknown tool) are -32602; arguments that do not fit the tool's schema are a tool result with
-`isError: true` (`invalid_arguments`), which a model can read and correct.
+Tool calls with a malformed `params` are -32602; arguments that do not fit the tool's schema
+are a tool result with `isError: true` (`invalid_arguments`), which a model can read and correct.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The MCP server's two tools, for one agent: `list_services` and `call_api`.
 
-`call_api` is the broker's own call (`services.broker.call.call`, the rule of the proxy route:
-grant, path rules, sensitive endpoints, placement, redaction, limits, refresh, audit), recorded
-with `via: "mcp"`. Its result is the provider's status, headers and body, the body as text
-(UTF-8) or base64, at most CREDVAULT_MCP_MAX_RESULT bytes of it (`truncated: true` past it). A
-refusal is a tool result with `isError: true` and the problem's code, status and detail; it is
-recorded as the proxy route records one.
-
-A streamed answer is read up to the limit, then closed: a body cut there is recorded `cut`
-(credvault ended it before its end, as at CREDVAULT_PROXY_MAX_RESPONSE), a body that ended
-within it `success`.
-
-No tool returns a stored value, whatever the grant: `list_services` says what a grant allows and
-whether a call can be made; the plaintext of a `read` grant is read only through the agent
-credentials endpoint. Descriptions name the agent's own granted services and their providers,
-nothing of another agent or account.
+`call_api` is the broker's own call (`services.broker.call.call`, the rule of the proxy route),
+recorded with `via: "mcp"`; its result is the provider's status, headers and body, at most
+CREDVAULT_MCP_MAX_RESULT bytes of it (a streamed answer cut there is recorded `cut`). A refusal
+is a tool result with `isError: true` and the problem's code, status and detail, recorded as
+the proxy route records one. No tool returns a stored value, whatever the grant; descriptions
+name the agent's own services only (docs/mcp.md#what-an-agent-sees).
 """
 
 from __future__ import annotations

@@ -17,11 +17,9 @@ def database_settings(config: dict[str, Any], *, base_dir: Path) -> dict[str, An
         # A relative SQLite path is relative to the project, not to the working directory.
         if db["NAME"] != ":memory:" and not Path(db["NAME"]).is_absolute():
             db["NAME"] = str(base_dir / db["NAME"])
-        # Several gunicorn workers write to one file: WAL lets readers run beside the writer,
-        # the busy timeout makes a writer wait instead of failing with "database is locked",
-        # and IMMEDIATE transactions take the write lock at BEGIN, so that no transaction has
-        # to upgrade a read lock midway (the upgrade is what fails without waiting). Writers
-        # queue on a file lock first (backends/sqlite).
+        # Several workers write to one file: WAL lets readers run beside the writer, and an
+        # IMMEDIATE transaction takes the write lock at BEGIN, since upgrading a read lock midway
+        # fails without waiting (docs/production.md#sqlite-with-several-workers).
         db["ENGINE"] = f"{BACKENDS}.sqlite"
         db["OPTIONS"].update(
             {
@@ -39,10 +37,8 @@ def database_settings(config: dict[str, Any], *, base_dir: Path) -> dict[str, An
         # PgBouncer 1.21 or later with max_prepared_statements set.
         db["OPTIONS"].setdefault("server_side_binding", True)
         db["OPTIONS"].setdefault("prepare_threshold", 5)
-    # A connection belongs to the request that took it and goes back to its worker's idle
-    # connections at the request's end (Django closes it; the backends keep it open,
-    # backends/idle.py): gevent's workers serve each client connection in a greenlet of its
-    # own, and a connection kept per greenlet would be opened and closed with each of them.
+    # Closed at the request's end, the backends give it back to the worker's idle ones instead
+    # (backends/idle.py): a connection kept per greenlet would live and die with each client.
     db["CONN_MAX_AGE"] = 0
     db["CONN_HEALTH_CHECKS"] = False  # the backends check a connection as they take it
     return db

@@ -7,13 +7,11 @@ from django.db import connections
 
 def give_back_connections() -> None:
     """Give the request's connections back to its worker's pool before a call that may wait
-    seconds on another server (a provider's check, a brokered call and its stream): the wait
-    holds no connection that other requests need, and the request's next query takes one
-    again. The closed connection's object (Django's `DatabaseWrapper`, about 4.5 KiB, one per
-    greenlet) goes too: hundreds of calls waiting on one worker would each keep one, and the
-    next query builds it again from the settings, as a request's first query does. A
-    connection inside a transaction is kept: the transaction must end on it. So is one that
-    stays open when closed (an in-memory SQLite database: closing it would lose it)."""
+    seconds on another server (a provider's check, a brokered call and its stream), so the
+    wait holds no connection other requests need. The connection's object (Django's
+    `DatabaseWrapper`, about 4.5 KiB per greenlet) goes too: hundreds of waiting calls would
+    each keep one. Kept: a connection inside a transaction (it must end there) and one that
+    stays open when closed (an in-memory SQLite database)."""
     for connection in connections.all(initialized_only=True):
         if connection.in_atomic_block:
             continue

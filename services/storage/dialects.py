@@ -2,18 +2,11 @@
 
 `dialect_for(db)` is the one place that asks which database a connection is on. `Dialect` holds
 the statements both vendors run as written; `PostgreSQL` and `SQLite` hold what differs, side
-by side:
-
-- lock an account's audit head: PostgreSQL the account's gate (a transaction-level advisory
-  lock), then `SELECT ... FOR UPDATE` on the account row, in one statement; SQLite runs
-  nothing, its IMMEDIATE transaction holds the database's write lock from BEGIN.
-- find a service to store into: PostgreSQL locks the account row and the service row in one
-  statement; SQLite runs a plain SELECT.
-- replace a stored set: PostgreSQL one statement (writes in a WITH clause); SQLite three.
-- append an audit event: PostgreSQL one statement that reads the head under its lock, hashes,
-  inserts and moves the head; SQLite one INSERT, and the trigger of `schema.py` moves the head.
-- one write outside a transaction: PostgreSQL needs nothing (row locks); SQLite queues it on
-  the writers' lock (`backends/sqlite`).
+by side: locking an account's audit head (PostgreSQL the account's advisory gate and the row;
+SQLite nothing, its IMMEDIATE transaction holds the write lock), finding a service to store
+into, replacing a stored set (one statement against three), appending an audit event (one
+statement against an INSERT and the trigger of `schema.py`), and a write outside a transaction
+(SQLite queues it on the writers' lock, `backends/sqlite`).
 
 Texts are built once per vendor from the models' metadata; only quoted table names go into
 them, every value is bound as a parameter.

@@ -218,12 +218,9 @@ def append_event(*, canonical: str, **columns: object) -> Appended:
     """Insert the account's next audit event and move its chain head, in one statement that
     is atomic by itself; outside a transaction it is queued on SQLite's writers' lock.
 
-    `columns` are the event's given columns (`dialects.AUDIT_GIVEN`: account_id, occurred_at,
-    token_prefix, agent_name, action, service, target, outcome, status, request_id).
-    `canonical` is the event's canonical text rendered with seq SEQ_PENDING. The database
-    reads the head, counts the seq and hashes:
-
-        digest = sha256(prev_digest || "\\n" || canonical with the counted seq)
+    `columns` are the event's given columns (`dialects.AUDIT_GIVEN`); `canonical` is its
+    canonical text rendered with seq SEQ_PENDING. The database reads the head, counts the seq
+    and hashes it as services/audit.py says.
     """
     before, after = split_at_seq(canonical)
     db = _db()

@@ -1,19 +1,16 @@
 """Each worker's open database connections that no request holds: both backends' pool.
 
-gevent's workers serve each client connection in a greenlet of its own, and Django keeps a
-database connection per greenlet. Without this, every client connection would open a database
-connection of its own (on PostgreSQL a new server process; on SQLite Django's functions
-registered again, and a WAL checkpoint at its close). Django closes a request's connection at
-the request's end (CONN_MAX_AGE 0, storage/config.py); the backends give it back here instead
-of closing it, and the next request of any greenlet takes it. A connection is given back only
-outside a transaction; at most `limit` of one database wait, and one beyond that is closed.
+gevent's workers serve each client connection in a greenlet, and Django keeps a database
+connection per greenlet, so without this every client connection would open one (on PostgreSQL
+a server process; on SQLite a WAL checkpoint at its close). Django closes a request's
+connection at its end (CONN_MAX_AGE 0, storage/config.py); the backends give it back here
+instead, outside a transaction only, at most `limit` of one database waiting.
 
-A database that cannot be reached fails the request at once, as without the pool. PostgreSQL
-counts its connections (`max_connections`, 100 by default): a worker opens at most LIMIT at
-once (`OpenSlots`), and a request that finds them all taken waits for one (a request gives its
-connection back while it waits on a provider, storage/connections.py). SQLite has no such
-limit. A child process never takes its parent's connections (neither
-SQLite nor libpq allows using one across a fork): they stay where they are, untouched.
+A database that cannot be reached fails the request at once. On PostgreSQL (`max_connections`)
+a worker opens at most LIMIT at once (`OpenSlots`), and a request that finds them all taken
+waits for one (a request waiting on a provider gives its connection back,
+storage/connections.py). A child process never takes its parent's connections (neither SQLite
+nor libpq allows using one across a fork).
 """
 
 from __future__ import annotations

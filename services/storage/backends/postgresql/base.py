@@ -1,19 +1,16 @@
 """PostgreSQL with each worker's idle connections kept open for its next requests
 (backends/idle.py) and a health check that costs no round trip.
 
-Django's health check (`CONN_HEALTH_CHECKS`) sends `SELECT 1` before the first query of every
-request: one round trip of the few an audited request makes (measured: docs/performance.md). An
-idle connection has nothing to read unless the server has sent something on its own: an
-error before it closed the connection (a restart, `pg_terminate_backend`, an idle timeout),
-or the close itself. So an idle connection whose socket is readable, or whose libpq status is
-bad, is not reused: it is checked as it is taken from the idle ones. Outside the idle state
-Django's own check runs.
+Django's health check (`CONN_HEALTH_CHECKS`) sends `SELECT 1` before every request's first query
+(measured: docs/performance.md). An idle connection has nothing to read unless the server has
+sent something of its own (an error before it closed the connection, or the close), so one
+whose socket is readable, or whose libpq status is bad, is not reused: it is checked as it is
+taken from the idle ones. Outside the idle state Django's own check runs.
 
-Timestamps are read by psycopg's own loader. Django registers a subclass of psycopg's
-pure-Python loader to set each value's time zone, which parses every `timestamptz` with
-Python code (a list of 100 services read 100 of them). With `USE_TZ` and the database in UTC,
-the session's time zone is UTC (Django sets it on connecting), and psycopg's loader, the C one
-of psycopg[binary], already answers aware datetimes in UTC: the same values, parsed in C.
+Timestamps are read by psycopg's own loader, the C one of psycopg[binary]: Django's subclass of
+the pure-Python loader parses every `timestamptz` in Python to set its time zone, while with
+`USE_TZ` and the session in UTC (Django sets it on connecting) psycopg's loader already
+answers the same aware datetimes in UTC.
 """
 
 from __future__ import annotations

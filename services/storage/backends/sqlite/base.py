@@ -1,23 +1,15 @@
-"""SQLite with its writers queued on an OS file lock instead of SQLite's busy polling.
+"""SQLite with its writers queued on an OS file lock instead of SQLite's busy polling, which
+sleeps through other workers' sub-millisecond commits while its client waits (measured:
+docs/performance.md; the operator's view: docs/production.md#sqlite-with-several-workers).
 
-Every request writes (at least its audit event), so the workers of a server take SQLite's
-write lock all the time. SQLite's busy handler polls: a writer that finds the lock taken
-sleeps 1 ms, then 2, 5, 10 ms and more, and retries. A transaction holds the lock for well
-under a millisecond, so the waiting worker sleeps through several of them while its client
-waits (measured: docs/performance.md).
-
-Here a transaction first takes an exclusive `flock()` on a file beside the database, then runs
-`BEGIN IMMEDIATE`; it lets go after its COMMIT or ROLLBACK. A single write statement outside
-a transaction (a read's audit event) takes it around the statement (`single_write`). The
-kernel wakes the next writer the moment the lock is let go. Readers take no lock: WAL lets
-them read beside the writer. A process that dies lets go of its lock with it. A program that
-writes the same database without this lock (the sqlite3 shell, say) is still waited for by
-SQLite's busy timeout.
+A transaction first takes an exclusive `flock()` on a file beside the database, then runs
+`BEGIN IMMEDIATE`, and lets go after its COMMIT or ROLLBACK; a single write outside a
+transaction takes it around the statement (`single_write`). The kernel wakes the next writer
+at once; readers take no lock (WAL); a process that dies lets go with it.
 
 The lock is reentrant per connection: `flock()` is not (a second descriptor of the same file
 would wait on the first forever), so the connection counts how deep it holds the lock and
-lets go when the outermost holder does. `single_write()` around `atomic()`, or the reverse,
-holds one lock.
+lets go when the outermost holder does.
 """
 
 from __future__ import annotations
