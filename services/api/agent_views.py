@@ -22,11 +22,11 @@ from services.api.serializers import (
     AgentTokenInfoSerializer,
     AgentTokenInputSerializer,
     AgentTokenSerializer,
+    render,
+    render_many,
 )
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
-from services.grants import GrantSpec
-from services.times import rfc3339
 
 NAME_PARAMETER = path_identifier(
     "name", "The agent's name; one holding `/` cannot be addressed (404 not_found).", "report-bot"
@@ -43,28 +43,6 @@ def agent_name(raw: str) -> str:
         ) from None
 
 
-def grant_body(grant: GrantSpec) -> dict:
-    """A grant as shown; `base` only where it names one."""
-    body = {
-        "service": grant.service,
-        "access": str(grant.access),
-        "methods": list(grant.methods),
-        "paths": list(grant.paths),
-        "graphql": list(grant.graphql),
-    }
-    if grant.base:
-        body["base"] = grant.base
-    return body
-
-
-def agent_body(view: agents.AgentView) -> dict:
-    return {
-        "name": view.name,
-        "createdAt": rfc3339(view.created_at),
-        "services": [grant_body(grant) for grant in view.services],
-    }
-
-
 class AgentListView(AccountAPIView):
     http_method_names = ["get", "head"]
     operations = {"get": Operation.LIST_AGENTS}
@@ -77,7 +55,7 @@ class AgentListView(AccountAPIView):
     )
     def get(self, request: ApiRequest) -> Response:
         views = agents.list_agents(actor=request.context.actor)
-        return Response([agent_body(view) for view in views])
+        return Response(render_many(AgentSerializer, views))
 
 
 class AgentView(AccountAPIView):
@@ -105,7 +83,7 @@ class AgentView(AccountAPIView):
         normalized = agent_name(name)
         services = parse_grants(read_json_body(request))
         put = agents.put_agent(actor=request.context.actor, name=normalized, services=services)
-        return Response(agent_body(put.agent), status=put.event.status)
+        return Response(render(AgentSerializer, put.agent), status=put.event.status)
 
     @extend_schema(
         operation_id="delete_agent",
@@ -119,20 +97,6 @@ class AgentView(AccountAPIView):
         normalized = agent_name(name)
         event = agents.delete_agent(actor=request.context.actor, name=normalized)
         return Response(status=event.status)
-
-
-def optional_time(moment) -> str | None:
-    return rfc3339(moment) if moment else None
-
-
-def token_body(token) -> dict:
-    return {
-        "prefix": token.prefix,
-        "createdAt": rfc3339(token.created_at),
-        "lastUsedAt": optional_time(token.last_used_at),
-        "expiresAt": optional_time(token.expires_at),
-        "revokedAt": optional_time(token.revoked_at),
-    }
 
 
 class AgentTokenView(AccountAPIView):
@@ -150,7 +114,7 @@ class AgentTokenView(AccountAPIView):
     def get(self, request: ApiRequest, name: str) -> Response:
         normalized = agent_name(name)
         listed = agents.list_agent_tokens(actor=request.context.actor, name=normalized)
-        return Response([token_body(token) for token in listed])
+        return Response(render_many(AgentTokenInfoSerializer, listed))
 
     @extend_schema(
         operation_id="issue_agent_token",
@@ -173,16 +137,7 @@ class AgentTokenView(AccountAPIView):
             name=normalized,
             expires_in=timedelta(days=days) if days else None,
         )
-        issued = result.issued
-        expires_at = issued.token.expires_at
-        return Response(
-            {
-                "token": issued.plaintext,
-                "prefix": issued.token.prefix,
-                "expiresAt": optional_time(expires_at),
-            },
-            status=result.event.status,
-        )
+        return Response(render(AgentTokenSerializer, result.issued), status=result.event.status)
 
 
 class AgentTokenRevokeView(AccountAPIView):
@@ -231,14 +186,4 @@ class AgentCredentialsView(AuditedAPIView):
     def get(self, request: ApiRequest, service: str) -> Response:
         normalized = credentials.service_identifier(service)
         read = agents.read_credentials(actor=request.context.actor, service=normalized)
-        return Response(
-            {
-                "service": read.service,
-                "keyType": read.key_type,
-                "connectedAt": rfc3339(read.connected_at),
-                "credentials": [
-                    {"keyName": key_name, "value": value.reveal()}
-                    for key_name, value in read.fields
-                ],
-            }
-        )
+        return Response(render(AgentCredentialsSerializer, read))

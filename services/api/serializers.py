@@ -14,6 +14,12 @@ A docstring of a class here is the description of its component in the document.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from functools import cache
+from operator import attrgetter, itemgetter
+from typing import Any
+
 from django.core.validators import RegexValidator
 from django.utils.functional import lazy
 from rest_framework import serializers
@@ -40,14 +46,17 @@ from services.grants import (
     MAX_GRANT_PATHS,
     MAX_GRANTS,
 )
+from services.masking import Secret
 from services.models import (
     PROXY_METHODS,
     AuditAction,
+    AuditEvent,
     AuditOutcome,
     GrantAccess,
     KeyType,
     ServiceStatus,
 )
+from services.times import rfc3339
 
 MAX_CREDENTIALS = 20
 MAX_VALUE_CHARS = 16_384
@@ -103,13 +112,90 @@ class ServiceIdentifierField(serializers.CharField):
         super().__init__(min_length=1, trim_whitespace=False, **kwargs)
 
 
+class RevealedField(serializers.CharField):
+    """A secret's value, revealed in the output (an opened set's value to its agent)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+
+def render(shape: type[serializers.Serializer], obj: object) -> dict[str, Any]:
+    """`obj` (a plain object: a model, a dataclass, a tuple) in the output shape `shape`."""
+    return _renderer(shape)(obj)
+
+
+def render_many(shape: type[serializers.Serializer], objs: Iterable[object]) -> list[dict]:
+    renderer = _renderer(shape)
+    return [renderer(obj) for obj in objs]
+
+
+@cache
+def _renderer(shape: type[serializers.Serializer]) -> Callable[[object], dict[str, Any]]:
+    """The serializer's members compiled once into getters and conversions: DRF's own
+    `to_representation` walks its field objects on every call, several times the cost."""
+    return _compile_output(shape())
+
+
+def _compile_output(serializer: serializers.Serializer) -> Callable[[object], dict[str, Any]]:
+    # Each member: its name, how it is read (a `show_<name>` of the serializer, else its
+    # source: an attribute path, or a digit for a tuple's item), its conversion, and whether
+    # it is left out when empty (a member the shape does not require).
+    members = [
+        (
+            name,
+            getattr(serializer, f"show_{name}", None) or _getter(field.source),
+            _conversion(field),
+            not field.required,
+        )
+        for name, field in serializer.fields.items()
+    ]
+
+    def rendered(obj: object) -> dict[str, Any]:
+        body = {}
+        for name, get, convert, optional in members:
+            value = get(obj) if convert is None else convert(get(obj))
+            if not optional or value:
+                body[name] = value
+        return body
+
+    return rendered
+
+
+def _getter(source: str) -> Callable[[Any], Any]:
+    return itemgetter(int(source)) if source.isdigit() else attrgetter(source)
+
+
+def _optional_time(moment: datetime | None) -> str | None:
+    return rfc3339(moment) if moment else None
+
+
+def _optional_text(value: object) -> str | None:
+    return str(value) if value else None
+
+
+def _conversion(field: serializers.Field) -> Callable[[Any], Any] | None:
+    if isinstance(field, serializers.ListSerializer):
+        child = _compile_output(field.child)
+        return lambda items: [child(item) for item in items]
+    if isinstance(field, serializers.ListField):
+        return list
+    if isinstance(field, serializers.DateTimeField):
+        return _optional_time if field.allow_null else rfc3339
+    if isinstance(field, RevealedField):
+        return Secret.reveal
+    if isinstance(field, serializers.CharField) and field.allow_null:
+        return _optional_text  # an empty text is shown as null
+    return None
+
+
 class ConnectedServiceSerializer(serializers.Serializer):
     service = serializers.CharField(help_text="Normalized service identifier.")
     connectedAt = serializers.DateTimeField(
+        source="connected_at",
         help_text="RFC 3339 UTC time of the most recent successful store, e.g. "
-        "2026-11-21T09:30:12.345678Z."
+        "2026-11-21T09:30:12.345678Z.",
     )
-    keyType = serializers.ChoiceField(choices=KeyType.choices)
+    keyType = serializers.ChoiceField(choices=KeyType.choices, source="key_type")
 
 
 class ListedServiceSerializer(ConnectedServiceSerializer):
@@ -210,16 +296,16 @@ class GrantSerializer(serializers.Serializer):
     paths = serializers.ListField(
         child=serializers.CharField(), help_text="Path prefixes allowed through the proxy."
     )
+    graphql = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The sensitive GraphQL mutations of the service allowed by name (none by "
+        "default).",
+    )
     base = serializers.CharField(
         required=False,
         help_text="The one base of the service the grant covers (`router`: "
         "`/proxy/huggingface~router/...`; `host`: `/proxy/pinecone~host/{host}/...`); absent "
         "when it covers every base.",
-    )
-    graphql = serializers.ListField(
-        child=serializers.CharField(),
-        help_text="The sensitive GraphQL mutations of the service allowed by name (none by "
-        "default).",
     )
 
 
@@ -285,7 +371,7 @@ class GrantEntryField(serializers.Field):
 
 class AgentSerializer(serializers.Serializer):
     name = serializers.CharField()
-    createdAt = serializers.DateTimeField()
+    createdAt = serializers.DateTimeField(source="created_at")
     services = GrantSerializer(many=True, help_text="The agent's grants, sorted by service.")
 
 
@@ -313,36 +399,39 @@ class AgentTokenInputSerializer(serializers.Serializer):
 
 
 class AgentTokenSerializer(serializers.Serializer):
-    token = serializers.CharField(help_text="cva_ token, shown only in this response.")
-    prefix = serializers.CharField()
-    expiresAt = serializers.DateTimeField(allow_null=True)
+    token = serializers.CharField(
+        source="plaintext", help_text="cva_ token, shown only in this response."
+    )
+    prefix = serializers.CharField(source="token.prefix")
+    expiresAt = serializers.DateTimeField(allow_null=True, source="token.expires_at")
 
 
 class AgentTokenInfoSerializer(serializers.Serializer):
     prefix = serializers.CharField(help_text="The display prefix: cva_ and 8 characters.")
-    createdAt = serializers.DateTimeField()
-    lastUsedAt = serializers.DateTimeField(allow_null=True)
-    expiresAt = serializers.DateTimeField(allow_null=True)
-    revokedAt = serializers.DateTimeField(allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+    lastUsedAt = serializers.DateTimeField(allow_null=True, source="last_used_at")
+    expiresAt = serializers.DateTimeField(allow_null=True, source="expires_at")
+    revokedAt = serializers.DateTimeField(allow_null=True, source="revoked_at")
 
 
+# Rendered from an opened set's (keyName, value) pairs.
 class AgentCredentialSerializer(serializers.Serializer):
-    keyName = serializers.CharField()
-    value = serializers.CharField(trim_whitespace=False)
+    keyName = serializers.CharField(source="0")
+    value = RevealedField(source="1")
 
 
 class AgentCredentialsSerializer(serializers.Serializer):
     service = serializers.CharField()
-    keyType = serializers.ChoiceField(choices=KeyType.choices)
-    connectedAt = serializers.DateTimeField()
-    credentials = AgentCredentialSerializer(many=True)
+    keyType = serializers.ChoiceField(choices=KeyType.choices, source="key_type")
+    connectedAt = serializers.DateTimeField(source="connected_at")
+    credentials = AgentCredentialSerializer(many=True, source="fields")
 
 
 class AuditEventSerializer(serializers.Serializer):
     seq = serializers.IntegerField(help_text="Position in the account's chain, from 1.")
-    time = serializers.DateTimeField()
-    tokenPrefix = serializers.CharField()
-    agent = serializers.CharField(allow_null=True)
+    time = serializers.DateTimeField(source="occurred_at")
+    tokenPrefix = serializers.CharField(source="token_prefix")
+    agent = serializers.CharField(allow_null=True, source="agent_name")
     action = serializers.ChoiceField(choices=AuditAction.choices)
     service = serializers.CharField(allow_null=True)
     target = serializers.CharField(allow_null=True, help_text="The agent acted on, if any.")
@@ -353,7 +442,7 @@ class AuditEventSerializer(serializers.Serializer):
         "left credvault and whose end was never recorded (outcome `sent`: its worker ended "
         "while the provider held it).",
     )
-    requestId = serializers.CharField()
+    requestId = serializers.CharField(source="request_id")
     method = serializers.CharField(allow_null=True, help_text="A brokered call's method.")
     path = serializers.CharField(
         allow_null=True,
@@ -361,7 +450,9 @@ class AuditEventSerializer(serializers.Serializer):
         "its query.",
     )
     upstreamStatus = serializers.IntegerField(
-        allow_null=True, help_text="A brokered call's status from the provider, if it answered."
+        allow_null=True,
+        source="upstream_status",
+        help_text="A brokered call's status from the provider, if it answered.",
     )
     via = serializers.CharField(
         allow_null=True,
@@ -369,17 +460,26 @@ class AuditEventSerializer(serializers.Serializer):
     )
     sentPath = serializers.CharField(
         allow_null=True,
+        source="sent_path",
         help_text="A brokered call's path as it was sent to the provider (the API base's "
         "path, the credential's path prefix with every injected value redacted, the agent's "
         "path encoded again; no query), beside `path`, the agent's spelling; null for a call "
         "that was never sent and for other events.",
     )
 
+    @staticmethod
+    def show_status(event: AuditEvent) -> int | None:
+        # A call whose completion was never written (`sent`) has no status yet.
+        return None if event.outcome == AuditOutcome.SENT else event.status
 
+
+# Rendered from `audit.page`'s (events, the seq of the next page's cursor).
 class AuditPageSerializer(serializers.Serializer):
-    events = AuditEventSerializer(many=True)
+    events = AuditEventSerializer(many=True, source="0")
     next = serializers.CharField(
-        allow_null=True, help_text="Pass as `before` for the next page; null on the last."
+        allow_null=True,
+        source="1",
+        help_text="Pass as `before` for the next page; null on the last.",
     )
 
 
@@ -402,8 +502,10 @@ class OAuthClientInputSerializer(serializers.Serializer):
 
 class OAuthClientSerializer(serializers.Serializer):
     provider = serializers.CharField(help_text="Catalog provider id.")
-    clientId = serializers.CharField()
-    createdAt = serializers.DateTimeField(help_text="RFC 3339 UTC time it was stored.")
+    clientId = serializers.CharField(source="client_id")
+    createdAt = serializers.DateTimeField(
+        source="created_at", help_text="RFC 3339 UTC time it was stored."
+    )
 
 
 class ConnectInputSerializer(serializers.Serializer):
@@ -422,5 +524,9 @@ class ConnectInputSerializer(serializers.Serializer):
 
 
 class ConnectSerializer(serializers.Serializer):
-    authorizeUrl = serializers.CharField(help_text="Where to send the person's browser.")
-    expiresAt = serializers.DateTimeField(help_text="When the link stops working (10 minutes).")
+    authorizeUrl = serializers.CharField(
+        source="authorize_url", help_text="Where to send the person's browser."
+    )
+    expiresAt = serializers.DateTimeField(
+        source="expires_at", help_text="When the link stops working (10 minutes)."
+    )

@@ -19,19 +19,12 @@ from services.api.serializers import (
     ListedServiceSerializer,
     ProviderSerializer,
     VerificationResultSerializer,
+    render,
+    render_many,
 )
 from services.api.throttling import TestRateThrottle, TokenRateThrottle
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
-from services.times import rfc3339
-
-
-def service_body(connected: credentials.ServiceEntry) -> dict[str, str]:
-    return {
-        "service": connected.service,
-        "connectedAt": rfc3339(connected.connected_at),
-        "keyType": connected.key_type,
-    }
 
 
 class ServiceListView(AccountAPIView):
@@ -46,9 +39,7 @@ class ServiceListView(AccountAPIView):
     )
     def get(self, request: ApiRequest) -> Response:
         services = credentials.list_services(actor=request.context.actor)
-        return Response(
-            [{**service_body(connected), "status": connected.status} for connected in services]
-        )
+        return Response(render_many(ListedServiceSerializer, services))
 
 
 class ServiceTestView(AccountAPIView):
@@ -74,9 +65,7 @@ class ServiceTestView(AccountAPIView):
         checked = credentials.credential_set(service=given.service, fields=given.fields)
         request.context.service = checked.service
         verdict = credentials.verify_credentials(actor=request.context.actor, credentials=checked)
-        return Response(
-            {"ok": verdict.ok, "verified": verdict.verified, "reason": verdict.reason.value}
-        )
+        return Response(render(VerificationResultSerializer, verdict))
 
 
 VERIFY_REQUIRED = "required"
@@ -143,7 +132,9 @@ class CredentialsView(AccountAPIView):
         request.context.service = checked.service
         store = credentials.store_verified_credentials if verify else credentials.store_credentials
         stored = store(actor=request.context.actor, credentials=checked)
-        return Response(service_body(stored.entry), status=stored.event.status)
+        return Response(
+            render(ConnectedServiceSerializer, stored.entry), status=stored.event.status
+        )
 
 
 class ProviderListView(AccountAPIView):
