@@ -13,7 +13,7 @@ from services import agents, credentials
 from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AccountAPIView, AuditedAPIView
 from services.api.context import ApiRequest
-from services.api.parsing import parse_grants, parse_token_request, read_json_body
+from services.api.parsing import parse_grants, read_json_body, read_shape
 from services.api.schema import AGENT_EXAMPLES, TOKEN_EXAMPLES, path_identifier, problems
 from services.api.serializers import (
     AgentCredentialsSerializer,
@@ -131,7 +131,7 @@ class AgentTokenView(AccountAPIView):
     )
     def post(self, request: ApiRequest, name: str) -> Response:
         normalized = agent_name(name)
-        days = parse_token_request(request)
+        days = read_shape(request, AgentTokenInputSerializer, optional=True).get("expiresInDays")
         result = agents.issue_agent_token(
             actor=request.context.actor,
             name=normalized,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from django.core.validators import RegexValidator
@@ -24,7 +25,6 @@ from rest_framework.request import Request
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services.api.serializers import (
     AgentInputSerializer,
-    AgentTokenInputSerializer,
     ConnectInputSerializer,
     CredentialInputSerializer,
     GrantEntryField,
@@ -340,22 +340,33 @@ def shape_errors(shape: Shape, data: Any) -> list[dict[str, str]]:
     return shape.errors(data, "")
 
 
-def _checked(shape: Shape, data: Any) -> dict[str, Any]:
-    errors = shape_errors(shape, data)
+@cache
+def _shape_of(serializer: type[serializers.Serializer]) -> Shape:
+    """Each shape compiled once, from the serializer the OpenAPI document states."""
+    return compile_shape(serializer())
+
+
+def checked(serializer: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """`data`, when it is of the shape `serializer` declares; else 400 naming every error."""
+    errors = shape_errors(_shape_of(serializer), data)
     if errors:
         raise InvalidRequest(errors=errors)
     return data
 
 
-# Each shape compiled once, from the serializer the OpenAPI document states.
-CREDENTIAL_INPUT = compile_shape(CredentialInputSerializer())
-AGENT_INPUT = compile_shape(AgentInputSerializer())
-AGENT_TOKEN_REQUEST = compile_shape(AgentTokenInputSerializer())
+def read_shape(
+    request: Request, serializer: type[serializers.Serializer], *, optional: bool = False
+) -> dict[str, Any]:
+    """The request's JSON body, of the shape `serializer` declares. An `optional` body may be
+    left out (no Content-Length, or 0): {} then, whatever the media type says."""
+    if optional and request.META.get("CONTENT_LENGTH") in (None, "", "0"):
+        return {}
+    return checked(serializer, read_json_body(request))
 
 
 def parse_credential_input(data: Any) -> CredentialInput:
     """Check the document's shape exactly; collect every error before refusing."""
-    document = _checked(CREDENTIAL_INPUT, data)
+    document = checked(CredentialInputSerializer, data)
     return CredentialInput(
         service=document["service"],
         fields=[(entry["keyName"], Secret(entry["value"])) for entry in document["credentials"]],
@@ -370,7 +381,7 @@ def parse_grants(data: Any) -> list[Given]:
     """`{"services": [...]}` of a PUT of an agent: each entry, a service identifier (the
     default grant) or an object, as a grant with the fields it came from. The grant rules
     themselves (one grant per service among them) are `put_agent`'s."""
-    errors = shape_errors(AGENT_INPUT, data)
+    errors = shape_errors(_shape_of(AgentInputSerializer), data)
     entries = data.get("services") if isinstance(data, dict) else None
     named: list[tuple[str, str, str, dict]] = []
     for index, raw in enumerate(entries if isinstance(entries, list) else []):
@@ -402,28 +413,13 @@ def parse_grants(data: Any) -> list[Given]:
     ]
 
 
-def parse_token_request(request: Request) -> int | None:
-    """The optional `{"expiresInDays": N}` of an agent-token request: N, or None when the
-    body is empty or names no expiry."""
-    if request.META.get("CONTENT_LENGTH") in (None, "", "0"):
-        return None  # no body: no options, whatever the media type says
-    document = _checked(AGENT_TOKEN_REQUEST, read_json_body(request))
-    return document.get("expiresInDays")
-
-
-OAUTH_CLIENT_INPUT = compile_shape(OAuthClientInputSerializer())
-CONNECT_INPUT = compile_shape(ConnectInputSerializer())
-
-
 def read_oauth_client(request: Request) -> tuple[str, Secret]:
     """`{clientId, clientSecret}`: the id, and the secret masked."""
-    document = _checked(OAUTH_CLIENT_INPUT, read_json_body(request))
+    document = read_shape(request, OAuthClientInputSerializer)
     return document["clientId"], Secret(document["clientSecret"])
 
 
 def read_connect_options(request: Request) -> tuple[list[str] | None, str | None]:
     """The optional `{scopes, service}` of a connect (an absent body: the defaults)."""
-    if request.META.get("CONTENT_LENGTH") in (None, "", "0"):
-        return None, None
-    document = _checked(CONNECT_INPUT, read_json_body(request))
+    document = read_shape(request, ConnectInputSerializer, optional=True)
     return document.get("scopes"), document.get("service")

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import cache
-from operator import attrgetter, itemgetter
 from typing import Any
 
 from django.core.validators import RegexValidator
@@ -137,32 +136,44 @@ def _renderer(shape: type[serializers.Serializer]) -> Callable[[object], dict[st
 
 
 def _compile_output(serializer: serializers.Serializer) -> Callable[[object], dict[str, Any]]:
-    # Each member: its name, how it is read (a `show_<name>` of the serializer, else its
-    # source: an attribute path, or a digit for a tuple's item), its conversion, and whether
-    # it is left out when empty (a member the shape does not require).
-    members = [
-        (
-            name,
-            getattr(serializer, f"show_{name}", None) or _getter(field.source),
-            _conversion(field),
-            not field.required,
-        )
-        for name, field in serializer.fields.items()
-    ]
+    # One dict display, as a hand-written one would be (as dataclasses build their methods):
+    # a loop over the members, or attrgetter, cost the list of 10 services 0.8% more
+    # instructions. Each member is read by a `show_<name>` of the serializer, else from its
+    # source (an attribute path, or a digit for a tuple's item), converted by its field's type.
+    names: dict[str, Any] = {}
+    items = []
+    for index, (name, field) in enumerate(serializer.fields.items()):
+        if show := getattr(serializer, f"show_{name}", None):
+            names[f"show{index}"] = show
+            value = f"show{index}(obj)"
+        else:
+            value = _read(field.source)
+        if (convert := _conversion(field)) is not None:
+            names[f"convert{index}"] = convert
+            value = f"convert{index}({value})"
+        items.append(f"{name!r}: {value}")
+    build = eval(f"lambda obj: {{{', '.join(items)}}}", names)  # noqa: S307 (our own names)
+    # A member the shape does not require is left out when empty.
+    optional = tuple(name for name, field in serializer.fields.items() if not field.required)
+    if not optional:
+        return build
 
     def rendered(obj: object) -> dict[str, Any]:
-        body = {}
-        for name, get, convert, optional in members:
-            value = get(obj) if convert is None else convert(get(obj))
-            if not optional or value:
-                body[name] = value
+        body = build(obj)
+        for name in optional:
+            if not body[name]:
+                del body[name]
         return body
 
     return rendered
 
 
-def _getter(source: str) -> Callable[[Any], Any]:
-    return itemgetter(int(source)) if source.isdigit() else attrgetter(source)
+def _read(source: str) -> str:
+    if source.isdigit():
+        return f"obj[{int(source)}]"
+    if not all(part.isidentifier() for part in source.split(".")):
+        raise ValueError(f"an output source is an attribute path or an index: {source!r}")
+    return f"obj.{source}"
 
 
 def _optional_time(moment: datetime | None) -> str | None:
