@@ -14,6 +14,7 @@ from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AccountAPIView, AuditedAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import parse_grants, read_json_body, read_shape
+from services.api.rendering import render, render_many
 from services.api.schema import AGENT_EXAMPLES, TOKEN_EXAMPLES, path_identifier, problems
 from services.api.serializers import (
     AgentCredentialsSerializer,
@@ -22,8 +23,6 @@ from services.api.serializers import (
     AgentTokenInfoSerializer,
     AgentTokenInputSerializer,
     AgentTokenSerializer,
-    render,
-    render_many,
 )
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error

@@ -10,7 +10,8 @@ from rest_framework.response import Response
 from services import audit
 from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
-from services.api.serializers import AuditPageSerializer, render
+from services.api.rendering import render
+from services.api.serializers import AuditPageSerializer
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
 

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import read_connect_options, read_oauth_client
+from services.api.rendering import render, render_many
 from services.api.schema import (
     CONNECT_EXAMPLES,
     OAUTH_CLIENT_EXAMPLES,
@@ -25,8 +26,6 @@ from services.api.serializers import (
     ConnectSerializer,
     OAuthClientInputSerializer,
     OAuthClientSerializer,
-    render,
-    render_many,
 )
 from services.audit import Operation
 from services.oauth.clients import delete_client, list_clients, put_client

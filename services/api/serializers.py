@@ -1,9 +1,10 @@
-"""The shapes of the API's bodies: one definition, read twice.
+"""The shapes of the API's bodies: one declaration each, read three times.
 
-drf-spectacular reads these classes to write the OpenAPI document; `parsing.shape_errors`
-reads the input ones to check a body strictly (exact members, JSON types, lengths, patterns,
+drf-spectacular reads these classes to write the OpenAPI document; `parsing` compiles the
+input ones into a strict check of a body (exact members, JSON types, lengths, patterns,
 bounds), which the REST framework's own validation cannot do (it coerces types and trims
-strings). Output is built from plain dicts in this shape.
+strings); `rendering` compiles the output ones into the builder of a response body from the
+domain's objects (each field's `source`, or a `show_<name>` of its serializer).
 
 The document describes the input the server accepts, not the form it normalizes it to: a
 service identifier is any text that normalizes to one, so it has no pattern there. Every
@@ -14,9 +15,6 @@ A docstring of a class here is the description of its component in the document.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from datetime import datetime
-from functools import cache
 from typing import Any
 
 from django.core.validators import RegexValidator
@@ -45,7 +43,6 @@ from services.grants import (
     MAX_GRANT_PATHS,
     MAX_GRANTS,
 )
-from services.masking import Secret
 from services.models import (
     PROXY_METHODS,
     AuditAction,
@@ -55,7 +52,6 @@ from services.models import (
     KeyType,
     ServiceStatus,
 )
-from services.times import rfc3339
 
 MAX_CREDENTIALS = 20
 MAX_VALUE_CHARS = 16_384
@@ -116,87 +112,6 @@ class RevealedField(serializers.CharField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(trim_whitespace=False, **kwargs)
-
-
-def render(shape: type[serializers.Serializer], obj: object) -> dict[str, Any]:
-    """`obj` (a plain object: a model, a dataclass, a tuple) in the output shape `shape`."""
-    return _renderer(shape)(obj)
-
-
-def render_many(shape: type[serializers.Serializer], objs: Iterable[object]) -> list[dict]:
-    renderer = _renderer(shape)
-    return [renderer(obj) for obj in objs]
-
-
-@cache
-def _renderer(shape: type[serializers.Serializer]) -> Callable[[object], dict[str, Any]]:
-    """The serializer's members compiled once into getters and conversions: DRF's own
-    `to_representation` walks its field objects on every call, several times the cost."""
-    return _compile_output(shape())
-
-
-def _compile_output(serializer: serializers.Serializer) -> Callable[[object], dict[str, Any]]:
-    # One dict display, as a hand-written one would be (as dataclasses build their methods):
-    # a loop over the members, or attrgetter, cost the list of 10 services 0.8% more
-    # instructions. Each member is read by a `show_<name>` of the serializer, else from its
-    # source (an attribute path, or a digit for a tuple's item), converted by its field's type.
-    names: dict[str, Any] = {}
-    items = []
-    for index, (name, field) in enumerate(serializer.fields.items()):
-        if show := getattr(serializer, f"show_{name}", None):
-            names[f"show{index}"] = show
-            value = f"show{index}(obj)"
-        else:
-            value = _read(field.source)
-        if (convert := _conversion(field)) is not None:
-            names[f"convert{index}"] = convert
-            value = f"convert{index}({value})"
-        items.append(f"{name!r}: {value}")
-    build = eval(f"lambda obj: {{{', '.join(items)}}}", names)  # noqa: S307 (our own names)
-    # A member the shape does not require is left out when empty.
-    optional = tuple(name for name, field in serializer.fields.items() if not field.required)
-    if not optional:
-        return build
-
-    def rendered(obj: object) -> dict[str, Any]:
-        body = build(obj)
-        for name in optional:
-            if not body[name]:
-                del body[name]
-        return body
-
-    return rendered
-
-
-def _read(source: str) -> str:
-    if source.isdigit():
-        return f"obj[{int(source)}]"
-    if not all(part.isidentifier() for part in source.split(".")):
-        raise ValueError(f"an output source is an attribute path or an index: {source!r}")
-    return f"obj.{source}"
-
-
-def _optional_time(moment: datetime | None) -> str | None:
-    return rfc3339(moment) if moment else None
-
-
-def _optional_text(value: object) -> str | None:
-    return str(value) if value else None
-
-
-def _conversion(field: serializers.Field) -> Callable[[Any], Any] | None:
-    if isinstance(field, serializers.ListSerializer):
-        child = _compile_output(field.child)
-        return lambda items: [child(item) for item in items]
-    if isinstance(field, serializers.ListField):
-        return list
-    if isinstance(field, serializers.DateTimeField):
-        return _optional_time if field.allow_null else rfc3339
-    if isinstance(field, RevealedField):
-        return Secret.reveal
-    if isinstance(field, serializers.CharField) and field.allow_null:
-        return _optional_text  # an empty text is shown as null
-    return None
 
 
 class ConnectedServiceSerializer(serializers.Serializer):

@@ -12,6 +12,7 @@ from services import credentials
 from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import read_credential_input
+from services.api.rendering import render, render_many
 from services.api.schema import CREDENTIAL_EXAMPLES, path_identifier, problems
 from services.api.serializers import (
     ConnectedServiceSerializer,
@@ -19,8 +20,6 @@ from services.api.serializers import (
     ListedServiceSerializer,
     ProviderSerializer,
     VerificationResultSerializer,
-    render,
-    render_many,
 )
 from services.api.throttling import TestRateThrottle, TokenRateThrottle
 from services.audit import Operation
