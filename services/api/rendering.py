@@ -4,12 +4,14 @@ Each serializer is compiled once, on first use, into one function that builds th
 hand-written dict would: DRF's own `to_representation` walks its field objects on every
 call, and even a loop over the members cost the list of 10 services 0.8% more instructions.
 A member is read by a `show_<name>` of the serializer, else from its field's `source` (an
-attribute path, or a digit for a tuple's item), and converted by its field's type; a member
-the shape does not require is left out when empty.
+attribute path, or a digit for a tuple's item; by default the member's name in snake case),
+and converted by its field's type; a member the shape does not require is left out when
+empty.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import cache
@@ -21,6 +23,7 @@ from services.api.serializers import RevealedField
 from services.masking import Secret
 from services.times import rfc3339
 
+_SNAKE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 Body = dict[str, Any]
 Builder = Callable[[Any], Body]
 
@@ -49,7 +52,10 @@ def _compile_output(serializer: serializers.Serializer) -> Builder:
             names[f"show{index}"] = show
             value = f"show{index}(obj)"
         else:
-            value = _read(field.source)
+            # A member without a `source` of its own reads the attribute of its name in
+            # snake case (`connectedAt`: `connected_at`).
+            source = _SNAKE.sub("_", name).lower() if field.source == name else field.source
+            value = _read(source)
         if (convert := _conversion(field)) is not None:
             names[f"convert{index}"] = convert
             value = f"convert{index}({value})"

@@ -117,11 +117,10 @@ class RevealedField(serializers.CharField):
 class ConnectedServiceSerializer(serializers.Serializer):
     service = serializers.CharField(help_text="Normalized service identifier.")
     connectedAt = serializers.DateTimeField(
-        source="connected_at",
         help_text="RFC 3339 UTC time of the most recent successful store, e.g. "
         "2026-11-21T09:30:12.345678Z.",
     )
-    keyType = serializers.ChoiceField(choices=KeyType.choices, source="key_type")
+    keyType = serializers.ChoiceField(choices=KeyType.choices)
 
 
 class ListedServiceSerializer(ConnectedServiceSerializer):
@@ -297,7 +296,7 @@ class GrantEntryField(serializers.Field):
 
 class AgentSerializer(serializers.Serializer):
     name = serializers.CharField()
-    createdAt = serializers.DateTimeField(source="created_at")
+    createdAt = serializers.DateTimeField()
     services = GrantSerializer(many=True, help_text="The agent's grants, sorted by service.")
 
 
@@ -334,10 +333,10 @@ class AgentTokenSerializer(serializers.Serializer):
 
 class AgentTokenInfoSerializer(serializers.Serializer):
     prefix = serializers.CharField(help_text="The display prefix: cva_ and 8 characters.")
-    createdAt = serializers.DateTimeField(source="created_at")
-    lastUsedAt = serializers.DateTimeField(allow_null=True, source="last_used_at")
-    expiresAt = serializers.DateTimeField(allow_null=True, source="expires_at")
-    revokedAt = serializers.DateTimeField(allow_null=True, source="revoked_at")
+    createdAt = serializers.DateTimeField()
+    lastUsedAt = serializers.DateTimeField(allow_null=True)
+    expiresAt = serializers.DateTimeField(allow_null=True)
+    revokedAt = serializers.DateTimeField(allow_null=True)
 
 
 # Rendered from an opened set's (keyName, value) pairs.
@@ -348,15 +347,15 @@ class AgentCredentialSerializer(serializers.Serializer):
 
 class AgentCredentialsSerializer(serializers.Serializer):
     service = serializers.CharField()
-    keyType = serializers.ChoiceField(choices=KeyType.choices, source="key_type")
-    connectedAt = serializers.DateTimeField(source="connected_at")
+    keyType = serializers.ChoiceField(choices=KeyType.choices)
+    connectedAt = serializers.DateTimeField()
     credentials = AgentCredentialSerializer(many=True, source="fields")
 
 
 class AuditEventSerializer(serializers.Serializer):
     seq = serializers.IntegerField(help_text="Position in the account's chain, from 1.")
     time = serializers.DateTimeField(source="occurred_at")
-    tokenPrefix = serializers.CharField(source="token_prefix")
+    tokenPrefix = serializers.CharField()
     agent = serializers.CharField(allow_null=True, source="agent_name")
     action = serializers.ChoiceField(choices=AuditAction.choices)
     service = serializers.CharField(allow_null=True)
@@ -368,7 +367,7 @@ class AuditEventSerializer(serializers.Serializer):
         "left credvault and whose end was never recorded (outcome `sent`: its worker ended "
         "while the provider held it).",
     )
-    requestId = serializers.CharField(source="request_id")
+    requestId = serializers.CharField()
     method = serializers.CharField(allow_null=True, help_text="A brokered call's method.")
     path = serializers.CharField(
         allow_null=True,
@@ -377,7 +376,6 @@ class AuditEventSerializer(serializers.Serializer):
     )
     upstreamStatus = serializers.IntegerField(
         allow_null=True,
-        source="upstream_status",
         help_text="A brokered call's status from the provider, if it answered.",
     )
     via = serializers.CharField(
@@ -386,7 +384,6 @@ class AuditEventSerializer(serializers.Serializer):
     )
     sentPath = serializers.CharField(
         allow_null=True,
-        source="sent_path",
         help_text="A brokered call's path as it was sent to the provider (the API base's "
         "path, the credential's path prefix with every injected value redacted, the agent's "
         "path encoded again; no query), beside `path`, the agent's spelling; null for a call "
@@ -428,10 +425,8 @@ class OAuthClientInputSerializer(serializers.Serializer):
 
 class OAuthClientSerializer(serializers.Serializer):
     provider = serializers.CharField(help_text="Catalog provider id.")
-    clientId = serializers.CharField(source="client_id")
-    createdAt = serializers.DateTimeField(
-        source="created_at", help_text="RFC 3339 UTC time it was stored."
-    )
+    clientId = serializers.CharField()
+    createdAt = serializers.DateTimeField(help_text="RFC 3339 UTC time it was stored.")
 
 
 class ConnectInputSerializer(serializers.Serializer):
@@ -450,9 +445,5 @@ class ConnectInputSerializer(serializers.Serializer):
 
 
 class ConnectSerializer(serializers.Serializer):
-    authorizeUrl = serializers.CharField(
-        source="authorize_url", help_text="Where to send the person's browser."
-    )
-    expiresAt = serializers.DateTimeField(
-        source="expires_at", help_text="When the link stops working (10 minutes)."
-    )
+    authorizeUrl = serializers.CharField(help_text="Where to send the person's browser.")
+    expiresAt = serializers.DateTimeField(help_text="When the link stops working (10 minutes).")
