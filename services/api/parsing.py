@@ -1,12 +1,12 @@
-"""The strict reader of request bodies: the credential input of test and store,
-an agent's grants, an agent-token request.
+"""The strict reader of request bodies: `read_shape` reads a body of the shape an input
+serializer declares; the credential input and an agent's grants have readers of their own.
 
 Order of refusals: 413 by the declared length (before anything is read), 415 by the media type,
 400 `malformed_json` for anything that is not strict JSON (invalid UTF-8, syntax, duplicate
 member names, NaN or Infinity, lone surrogates, nesting too deep to parse), then 400
 `invalid_request` with field errors for a document of the wrong shape. The shapes and their
-limits are the serializers of `serializers.py` (which the OpenAPI document states), checked
-here strictly by `shape_errors`. No message holds a value.
+limits are the serializers of `serializers.py` (which the OpenAPI document states), each
+compiled once into a strict check (`compile_shape`). No message holds a value.
 """
 
 from __future__ import annotations
