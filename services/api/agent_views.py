@@ -13,7 +13,8 @@ from services import agents, credentials
 from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AccountAPIView, AuditedAPIView
 from services.api.context import ApiRequest
-from services.api.parsing import parse_grants, parse_token_request, read_json_body
+from services.api.parsing import parse_grants, read_json_body, read_shape
+from services.api.rendering import render, render_many
 from services.api.schema import AGENT_EXAMPLES, TOKEN_EXAMPLES, path_identifier, problems
 from services.api.serializers import (
     AgentCredentialsSerializer,
@@ -25,8 +26,6 @@ from services.api.serializers import (
 )
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
-from services.grants import GrantSpec
-from services.times import rfc3339
 
 NAME_PARAMETER = path_identifier(
     "name", "The agent's name; one holding `/` cannot be addressed (404 not_found).", "report-bot"
@@ -43,28 +42,6 @@ def agent_name(raw: str) -> str:
         ) from None
 
 
-def grant_body(grant: GrantSpec) -> dict:
-    """A grant as shown; `base` only where it names one."""
-    body = {
-        "service": grant.service,
-        "access": str(grant.access),
-        "methods": list(grant.methods),
-        "paths": list(grant.paths),
-        "graphql": list(grant.graphql),
-    }
-    if grant.base:
-        body["base"] = grant.base
-    return body
-
-
-def agent_body(view: agents.AgentView) -> dict:
-    return {
-        "name": view.name,
-        "createdAt": rfc3339(view.created_at),
-        "services": [grant_body(grant) for grant in view.services],
-    }
-
-
 class AgentListView(AccountAPIView):
     http_method_names = ["get", "head"]
     operations = {"get": Operation.LIST_AGENTS}
@@ -77,7 +54,7 @@ class AgentListView(AccountAPIView):
     )
     def get(self, request: ApiRequest) -> Response:
         views = agents.list_agents(actor=request.context.actor)
-        return Response([agent_body(view) for view in views])
+        return Response(render_many(AgentSerializer, views))
 
 
 class AgentView(AccountAPIView):
@@ -105,7 +82,7 @@ class AgentView(AccountAPIView):
         normalized = agent_name(name)
         services = parse_grants(read_json_body(request))
         put = agents.put_agent(actor=request.context.actor, name=normalized, services=services)
-        return Response(agent_body(put.agent), status=put.event.status)
+        return Response(render(AgentSerializer, put.agent), status=put.event.status)
 
     @extend_schema(
         operation_id="delete_agent",
@@ -119,20 +96,6 @@ class AgentView(AccountAPIView):
         normalized = agent_name(name)
         event = agents.delete_agent(actor=request.context.actor, name=normalized)
         return Response(status=event.status)
-
-
-def optional_time(moment) -> str | None:
-    return rfc3339(moment) if moment else None
-
-
-def token_body(token) -> dict:
-    return {
-        "prefix": token.prefix,
-        "createdAt": rfc3339(token.created_at),
-        "lastUsedAt": optional_time(token.last_used_at),
-        "expiresAt": optional_time(token.expires_at),
-        "revokedAt": optional_time(token.revoked_at),
-    }
 
 
 class AgentTokenView(AccountAPIView):
@@ -150,7 +113,7 @@ class AgentTokenView(AccountAPIView):
     def get(self, request: ApiRequest, name: str) -> Response:
         normalized = agent_name(name)
         listed = agents.list_agent_tokens(actor=request.context.actor, name=normalized)
-        return Response([token_body(token) for token in listed])
+        return Response(render_many(AgentTokenInfoSerializer, listed))
 
     @extend_schema(
         operation_id="issue_agent_token",
@@ -167,22 +130,13 @@ class AgentTokenView(AccountAPIView):
     )
     def post(self, request: ApiRequest, name: str) -> Response:
         normalized = agent_name(name)
-        days = parse_token_request(request)
+        days = read_shape(request, AgentTokenInputSerializer, optional=True).get("expiresInDays")
         result = agents.issue_agent_token(
             actor=request.context.actor,
             name=normalized,
             expires_in=timedelta(days=days) if days else None,
         )
-        issued = result.issued
-        expires_at = issued.token.expires_at
-        return Response(
-            {
-                "token": issued.plaintext,
-                "prefix": issued.token.prefix,
-                "expiresAt": optional_time(expires_at),
-            },
-            status=result.event.status,
-        )
+        return Response(render(AgentTokenSerializer, result.issued), status=result.event.status)
 
 
 class AgentTokenRevokeView(AccountAPIView):
@@ -231,14 +185,4 @@ class AgentCredentialsView(AuditedAPIView):
     def get(self, request: ApiRequest, service: str) -> Response:
         normalized = credentials.service_identifier(service)
         read = agents.read_credentials(actor=request.context.actor, service=normalized)
-        return Response(
-            {
-                "service": read.service,
-                "keyType": read.key_type,
-                "connectedAt": rfc3339(read.connected_at),
-                "credentials": [
-                    {"keyName": key_name, "value": value.reveal()}
-                    for key_name, value in read.fields
-                ],
-            }
-        )
+        return Response(render(AgentCredentialsSerializer, read))

@@ -10,11 +10,10 @@ from rest_framework.response import Response
 from services import audit
 from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
+from services.api.rendering import render
 from services.api.serializers import AuditPageSerializer
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
-from services.models import AuditEvent, AuditOutcome
-from services.times import rfc3339
 
 DEFAULT_LIMIT, MAX_LIMIT = 50, 200
 # A cursor is a seq: a positive whole number in ASCII digits, at most 19 of them. One above
@@ -77,31 +76,5 @@ class AuditEventListView(AccountAPIView):
     def get(self, request: ApiRequest) -> Response:
         limit = page_limit(request.query_params.get("limit"))
         before = page_cursor(request.query_params.get("before"))
-        events, cursor = audit.page(actor=request.context.actor, limit=limit, before=before)
-        return Response(
-            {
-                "events": [event_body(event) for event in events],
-                "next": str(cursor) if cursor is not None else None,
-            }
-        )
-
-
-def event_body(event: AuditEvent) -> dict:
-    return {
-        "seq": event.seq,
-        "time": rfc3339(event.occurred_at),
-        "tokenPrefix": event.token_prefix,
-        "agent": event.agent_name or None,
-        "action": event.action,
-        "service": event.service or None,
-        "target": event.target or None,
-        "outcome": event.outcome,
-        # A call whose completion was never written (`sent`) has no status yet.
-        "status": None if event.outcome == AuditOutcome.SENT else event.status,
-        "requestId": event.request_id,
-        "method": event.method or None,
-        "path": event.path or None,
-        "upstreamStatus": event.upstream_status,
-        "via": event.via or None,
-        "sentPath": event.sent_path or None,
-    }
+        page = audit.page(actor=request.context.actor, limit=limit, before=before)
+        return Response(render(AuditPageSerializer, page))

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import read_connect_options, read_oauth_client
+from services.api.rendering import render, render_many
 from services.api.schema import (
     CONNECT_EXAMPLES,
     OAUTH_CLIENT_EXAMPLES,
@@ -27,7 +28,6 @@ from services.api.serializers import (
     OAuthClientSerializer,
 )
 from services.audit import Operation
-from services.models import OAuthClient
 from services.oauth.clients import delete_client, list_clients, put_client
 from services.oauth.connect import (
     ConnectFailed,
@@ -38,7 +38,6 @@ from services.oauth.connect import (
     start_connect,
     start_page,
 )
-from services.times import rfc3339
 
 PROVIDER_PARAMETER = path_identifier("provider", "A catalog provider with OAuth.", "github")
 # The pages: no script, no frame, nothing loaded from anywhere; their one style inline.
@@ -55,14 +54,6 @@ START_POLICY = (
 )
 
 
-def client_body(client: OAuthClient) -> dict[str, str]:
-    return {
-        "provider": client.provider,
-        "clientId": client.client_id,
-        "createdAt": rfc3339(client.created_at),
-    }
-
-
 class OAuthClientListView(AccountAPIView):
     http_method_names = ["get", "head"]
     operations = {"get": Operation.LIST_OAUTH_CLIENTS}
@@ -75,7 +66,7 @@ class OAuthClientListView(AccountAPIView):
     )
     def get(self, request: ApiRequest) -> Response:
         clients = list_clients(actor=request.context.actor)
-        return Response([client_body(client) for client in clients])
+        return Response(render_many(OAuthClientSerializer, clients))
 
 
 class OAuthClientView(AccountAPIView):
@@ -103,7 +94,7 @@ class OAuthClientView(AccountAPIView):
             client_id=client_id,
             client_secret=client_secret,
         )
-        return Response(client_body(client), status=status)
+        return Response(render(OAuthClientSerializer, client), status=status)
 
     @extend_schema(
         operation_id="delete_oauth_client",
@@ -143,10 +134,7 @@ class ConnectView(AccountAPIView):
         connect = start_connect(
             actor=request.context.actor, provider=provider, scopes=scopes, service=service
         )
-        return Response(
-            {"authorizeUrl": connect.authorize_url, "expiresAt": rfc3339(connect.expires_at)},
-            status=201,
-        )
+        return Response(render(ConnectSerializer, connect), status=201)
 
 
 # Why a callback connected nothing, as the page tells the person: its status and sentence.

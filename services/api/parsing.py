@@ -1,19 +1,21 @@
-"""The strict reader of request bodies: the credential input of test and store,
-an agent's grants, an agent-token request.
+"""The strict reader of request bodies: `read_shape` reads a body of the shape an input
+serializer declares; the credential input and an agent's grants have readers of their own.
 
 Order of refusals: 413 by the declared length (before anything is read), 415 by the media type,
 400 `malformed_json` for anything that is not strict JSON (invalid UTF-8, syntax, duplicate
 member names, NaN or Infinity, lone surrogates, nesting too deep to parse), then 400
 `invalid_request` with field errors for a document of the wrong shape. The shapes and their
-limits are the serializers of `serializers.py` (which the OpenAPI document states), checked
-here strictly by `shape_errors`. No message holds a value.
+limits are the serializers of `serializers.py` (which the OpenAPI document states), each
+compiled once into a strict check (`compile_shape`). No message holds a value.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from django.core.validators import RegexValidator
@@ -24,7 +26,6 @@ from rest_framework.request import Request
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services.api.serializers import (
     AgentInputSerializer,
-    AgentTokenInputSerializer,
     ConnectInputSerializer,
     CredentialInputSerializer,
     GrantEntryField,
@@ -130,232 +131,200 @@ def read_json_body(request: Request) -> Any:
     return loads_strict(request.body)
 
 
+# A shape, compiled once from its serializer (`compile_shape`) into plain checks, each of one
+# value, naming every error by the field's path. The serializers stay the one definition of
+# shapes and limits; walking DRF's field objects on every request cost a store or a test
+# 40 µs (docs/performance.md).
+Errors = list[dict[str, str]]
+Check = Callable[[Any, str], Errors]
+
+
+def _error(where: str, code: FieldErrorCode, message: str) -> Errors:
+    return [field_error(where, code, message)]
+
+
+def _text(field: serializers.CharField) -> Check:
+    low, high = field.min_length, field.max_length
+    # Django keeps a validator's pattern behind a lazy object: a proxy call on every match.
+    patterns = [
+        (re.compile(v.regex.pattern, v.regex.flags), str(field.error_messages["invalid"]))
+        for v in field.validators
+        if isinstance(v, RegexValidator)
+    ]
+    # A service identifier is normalized by the business rules, which name its errors.
+    normalized = isinstance(field, ServiceIdentifierField)
+
+    def check(text: Any, where: str) -> Errors:
+        if not isinstance(text, str):
+            return _error(where, FieldErrorCode.INVALID_TYPE, "Must be a string.")
+        if normalized:
+            return []
+        if low and len(text) < low:
+            return _error(where, FieldErrorCode.TOO_SHORT, "Must not be empty.")
+        if high is not None and len(text) > high:
+            return _error(where, FieldErrorCode.TOO_LONG, f"At most {high} characters.")
+        for pattern, message in patterns:
+            # The whole text, as JSON Schema reads the anchors (`$` of `search` would also
+            # match before a final newline).
+            if not pattern.fullmatch(text):
+                return _error(where, FieldErrorCode.INVALID, message)
+        return []
+
+    return check
+
+
+def _whole(low: int, high: int) -> Check:
+    def check(value: Any, where: str) -> Errors:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            return _error(where, FieldErrorCode.INVALID, f"A whole number from {low} to {high}.")
+        return []
+
+    return check
+
+
+def _choice(values: tuple[str, ...]) -> Check:
+    def check(value: Any, where: str) -> Errors:
+        if value in values and isinstance(value, str):
+            return []
+        return _error(where, FieldErrorCode.INVALID, f"One of {', '.join(values)}.")
+
+    return check
+
+
+def _array(child: Check, low: int | None, high: int | None) -> Check:
+    bounds = f"{low or 0} to {high}" if high is not None else f"at least {low}"
+
+    def check(items: Any, where: str) -> Errors:
+        if not isinstance(items, list):
+            return _error(where, FieldErrorCode.INVALID_TYPE, "Must be an array.")
+        if (low is not None and len(items) < low) or (high is not None and len(items) > high):
+            return _error(where, FieldErrorCode.INVALID_LENGTH, f"Must hold {bounds} entries.")
+        errors = []
+        for index, item in enumerate(items):
+            errors += child(item, f"{where}[{index}]")
+        return errors
+
+    return check
+
+
+UNKNOWN = "Member not allowed."
+
+
 def _member_label(name: str) -> str:
     return name if _MEMBER_NAME_SHOWN.fullmatch(name) else "(unnamed member)"
 
 
-# A shape, compiled once from its serializer (`compile_shape`): plain nodes, each checking one
-# value and naming every error by the field's path. The serializers stay the one definition
-# of shapes and limits; walking DRF's field objects on every request cost a store or a test
-# 40 µs (docs/performance.md).
+def _object(serializer: serializers.Serializer) -> Check:
+    """Exactly its members: none unknown, every required one present, each checked; and
+    `unique_items` (an array member to the member of its entries that must differ)."""
+    fields = serializer.fields
+    members = {name: compile_shape(member) for name, member in fields.items()}
+    required = [name for name, member in fields.items() if member.required]
+    unique_items = dict(getattr(serializer, "unique_items", {}))
 
-
-@dataclass(frozen=True, slots=True)
-class _Text:
-    min_length: int | None
-    max_length: int | None
-    patterns: tuple[tuple[re.Pattern, str], ...]  # (pattern, its message)
-    normalized: bool  # a service identifier: normalized by the business rules, which name errors
-
-    def errors(self, text: Any, where: str) -> list[dict[str, str]]:
-        if not isinstance(text, str):
-            return [field_error(where, FieldErrorCode.INVALID_TYPE, "Must be a string.")]
-        if self.normalized:
-            return []
-        if self.min_length and len(text) < self.min_length:
-            return [field_error(where, FieldErrorCode.TOO_SHORT, "Must not be empty.")]
-        if self.max_length is not None and len(text) > self.max_length:
-            return [
-                field_error(
-                    where, FieldErrorCode.TOO_LONG, f"At most {self.max_length} characters."
-                )
-            ]
-        for pattern, message in self.patterns:
-            # The whole text, as JSON Schema reads the anchors: `$` of Python's `search` would
-            # also match before a final newline.
-            if not pattern.fullmatch(text):
-                return [field_error(where, FieldErrorCode.INVALID, message)]
-        return []
-
-
-@dataclass(frozen=True, slots=True)
-class _Whole:
-    low: int
-    high: int
-
-    def errors(self, value: Any, where: str) -> list[dict[str, str]]:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or not self.low <= value <= self.high
-        ):
-            return [
-                field_error(
-                    where, FieldErrorCode.INVALID, f"A whole number from {self.low} to {self.high}."
-                )
-            ]
-        return []
-
-
-@dataclass(frozen=True, slots=True)
-class _Array:
-    child: Any
-    low: int | None
-    high: int | None
-
-    def errors(self, items: Any, where: str) -> list[dict[str, str]]:
-        if not isinstance(items, list):
-            return [field_error(where, FieldErrorCode.INVALID_TYPE, "Must be an array.")]
-        low, high = self.low, self.high
-        if (low is not None and len(items) < low) or (high is not None and len(items) > high):
-            bounds = f"{low or 0} to {high}" if high is not None else f"at least {low}"
-            return [
-                field_error(where, FieldErrorCode.INVALID_LENGTH, f"Must hold {bounds} entries.")
-            ]
-        errors = []
-        for index, item in enumerate(items):
-            errors += self.child.errors(item, f"{where}[{index}]")
-        return errors
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """An object with exactly its members: none unknown, every required one present, each
-    member's value checked, and `unique_items` (array member to the member of its entries
-    that must differ between them)."""
-
-    members: dict[str, Any]
-    required: tuple[str, ...]
-    unique_items: dict[str, str]
-
-    def errors(self, obj: Any, where: str) -> list[dict[str, str]]:
+    def check(obj: Any, where: str) -> Errors:
         if not isinstance(obj, dict):
-            return [field_error(where, FieldErrorCode.INVALID_TYPE, "Must be an object.")]
+            return _error(where, FieldErrorCode.INVALID_TYPE, "Must be an object.")
         prefix = f"{where}." if where else ""
-        members = self.members
         errors = [
-            field_error(
-                f"{prefix}{_member_label(name)}",
-                FieldErrorCode.UNKNOWN_MEMBER,
-                "Member not allowed.",
-            )
+            field_error(f"{prefix}{_member_label(name)}", FieldErrorCode.UNKNOWN_MEMBER, UNKNOWN)
             for name in obj
             if name not in members
         ]
         errors += [
             field_error(f"{prefix}{name}", FieldErrorCode.REQUIRED, "Member is required.")
-            for name in self.required
+            for name in required
             if name not in obj
         ]
-        for name, node in members.items():
+        for name, member in members.items():
             if name in obj:
-                errors += node.errors(obj[name], f"{prefix}{name}")
-        for name, member in self.unique_items.items():
+                errors += member(obj[name], f"{prefix}{name}")
+        for name, key in unique_items.items():
             if isinstance(obj.get(name), list):
-                errors += _duplicates(obj[name], member, f"{prefix}{name}")
+                errors += _duplicates(obj[name], key, f"{prefix}{name}")
         return errors
 
+    return check
 
-def _duplicates(items: list, member: str, where: str) -> list[dict[str, str]]:
+
+def _duplicates(items: list, key: str, where: str) -> Errors:
     seen: set[str] = set()
     errors = []
     for index, item in enumerate(items):
-        value = item.get(member) if isinstance(item, dict) else None
+        value = item.get(key) if isinstance(item, dict) else None
         if not isinstance(value, str):
             continue
         if value in seen:
-            errors.append(
-                field_error(
-                    f"{where}[{index}].{member}",
-                    FieldErrorCode.DUPLICATE,
-                    f"{member}s must be unique.",
-                )
+            errors += _error(
+                f"{where}[{index}].{key}", FieldErrorCode.DUPLICATE, f"{key}s must be unique."
             )
         seen.add(value)
     return errors
 
 
-def _eager(regex: re.Pattern) -> re.Pattern:
-    """A validator's pattern itself: Django keeps it behind a lazy object, which costs a proxy
-    call on every match."""
-    return re.compile(regex.pattern, regex.flags)
-
-
-@dataclass(frozen=True, slots=True)
-class _Choice:
-    values: tuple[str, ...]
-
-    def errors(self, value: Any, where: str) -> list[dict[str, str]]:
-        if value in self.values and isinstance(value, str):
-            return []
-        return [field_error(where, FieldErrorCode.INVALID, f"One of {', '.join(self.values)}.")]
-
-
-@dataclass(frozen=True, slots=True)
-class _TextOrObject:
-    """A string checked by `text`, or an object checked by `shape`."""
-
-    text: Any
-    shape: Any
-
-    def errors(self, value: Any, where: str) -> list[dict[str, str]]:
+def _text_or_object(text: Check, grant: Check) -> Check:
+    def check(value: Any, where: str) -> Errors:
         if isinstance(value, str):
-            return self.text.errors(value, where)
+            return text(value, where)
         if isinstance(value, dict):
-            return self.shape.errors(value, where)
-        return [
-            field_error(
-                where, FieldErrorCode.INVALID_TYPE, "Must be a service identifier or an object."
-            )
-        ]
+            return grant(value, where)
+        message = "Must be a service identifier or an object."
+        return _error(where, FieldErrorCode.INVALID_TYPE, message)
+
+    return check
 
 
-def compile_shape(field: serializers.Field) -> Any:
-    """The node that checks what `field` (a serializer or one of its fields) describes."""
+def compile_shape(field: serializers.Field) -> Check:
+    """The check of what `field` (a serializer or one of its fields) describes."""
     if isinstance(field, GrantEntryField):
-        return _TextOrObject(compile_shape(field.text), compile_shape(field.grant))
+        return _text_or_object(compile_shape(field.text), compile_shape(field.grant))
     if isinstance(field, serializers.ChoiceField):
-        return _Choice(tuple(str(choice) for choice in field.choices))
+        return _choice(tuple(str(choice) for choice in field.choices))
     if isinstance(field, serializers.ListSerializer | serializers.ListField):
-        return _Array(compile_shape(field.child), field.min_length, field.max_length)
+        return _array(compile_shape(field.child), field.min_length, field.max_length)
     if isinstance(field, serializers.Serializer):
-        fields = field.fields
-        return Shape(
-            members={name: compile_shape(member) for name, member in fields.items()},
-            required=tuple(name for name, member in fields.items() if member.required),
-            unique_items=dict(getattr(field, "unique_items", {})),
-        )
+        return _object(field)
     if isinstance(field, serializers.IntegerField):
-        return _Whole(field.min_value, field.max_value)
+        return _whole(field.min_value, field.max_value)
     if isinstance(field, serializers.CharField):
-        return _Text(
-            min_length=field.min_length,
-            max_length=field.max_length,
-            patterns=tuple(
-                (_eager(validator.regex), str(field.error_messages["invalid"]))
-                for validator in field.validators
-                if isinstance(validator, RegexValidator)
-            ),
-            normalized=isinstance(field, ServiceIdentifierField),
-        )
+        return _text(field)
     raise TypeError(f"no strict check for {type(field).__name__}")
 
 
-def shape_errors(shape: Shape, data: Any) -> list[dict[str, str]]:
+def shape_errors(shape: Check, data: Any) -> Errors:
     """Every way `data` differs from `shape`, each naming its field; [] when it fits."""
     if not isinstance(data, dict):
-        return [
-            field_error("(body)", FieldErrorCode.INVALID_TYPE, "The body must be a JSON object.")
-        ]
-    return shape.errors(data, "")
+        return _error("(body)", FieldErrorCode.INVALID_TYPE, "The body must be a JSON object.")
+    return shape(data, "")
 
 
-def _checked(shape: Shape, data: Any) -> dict[str, Any]:
-    errors = shape_errors(shape, data)
+@cache
+def _shape_of(serializer: type[serializers.Serializer]) -> Check:
+    """Each shape compiled once, from the serializer the OpenAPI document states."""
+    return compile_shape(serializer())
+
+
+def checked(serializer: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """`data`, when it is of the shape `serializer` declares; else 400 naming every error."""
+    errors = shape_errors(_shape_of(serializer), data)
     if errors:
         raise InvalidRequest(errors=errors)
     return data
 
 
-# Each shape compiled once, from the serializer the OpenAPI document states.
-CREDENTIAL_INPUT = compile_shape(CredentialInputSerializer())
-AGENT_INPUT = compile_shape(AgentInputSerializer())
-AGENT_TOKEN_REQUEST = compile_shape(AgentTokenInputSerializer())
+def read_shape(
+    request: Request, serializer: type[serializers.Serializer], *, optional: bool = False
+) -> dict[str, Any]:
+    """The request's JSON body, of the shape `serializer` declares. An `optional` body may be
+    left out (no Content-Length, or 0): {} then, whatever the media type says."""
+    if optional and request.META.get("CONTENT_LENGTH") in (None, "", "0"):
+        return {}
+    return checked(serializer, read_json_body(request))
 
 
 def parse_credential_input(data: Any) -> CredentialInput:
     """Check the document's shape exactly; collect every error before refusing."""
-    document = _checked(CREDENTIAL_INPUT, data)
+    document = checked(CredentialInputSerializer, data)
     return CredentialInput(
         service=document["service"],
         fields=[(entry["keyName"], Secret(entry["value"])) for entry in document["credentials"]],
@@ -370,7 +339,7 @@ def parse_grants(data: Any) -> list[Given]:
     """`{"services": [...]}` of a PUT of an agent: each entry, a service identifier (the
     default grant) or an object, as a grant with the fields it came from. The grant rules
     themselves (one grant per service among them) are `put_agent`'s."""
-    errors = shape_errors(AGENT_INPUT, data)
+    errors = shape_errors(_shape_of(AgentInputSerializer), data)
     entries = data.get("services") if isinstance(data, dict) else None
     named: list[tuple[str, str, str, dict]] = []
     for index, raw in enumerate(entries if isinstance(entries, list) else []):
@@ -402,28 +371,13 @@ def parse_grants(data: Any) -> list[Given]:
     ]
 
 
-def parse_token_request(request: Request) -> int | None:
-    """The optional `{"expiresInDays": N}` of an agent-token request: N, or None when the
-    body is empty or names no expiry."""
-    if request.META.get("CONTENT_LENGTH") in (None, "", "0"):
-        return None  # no body: no options, whatever the media type says
-    document = _checked(AGENT_TOKEN_REQUEST, read_json_body(request))
-    return document.get("expiresInDays")
-
-
-OAUTH_CLIENT_INPUT = compile_shape(OAuthClientInputSerializer())
-CONNECT_INPUT = compile_shape(ConnectInputSerializer())
-
-
 def read_oauth_client(request: Request) -> tuple[str, Secret]:
     """`{clientId, clientSecret}`: the id, and the secret masked."""
-    document = _checked(OAUTH_CLIENT_INPUT, read_json_body(request))
+    document = read_shape(request, OAuthClientInputSerializer)
     return document["clientId"], Secret(document["clientSecret"])
 
 
 def read_connect_options(request: Request) -> tuple[list[str] | None, str | None]:
     """The optional `{scopes, service}` of a connect (an absent body: the defaults)."""
-    if request.META.get("CONTENT_LENGTH") in (None, "", "0"):
-        return None, None
-    document = _checked(CONNECT_INPUT, read_json_body(request))
+    document = read_shape(request, ConnectInputSerializer, optional=True)
     return document.get("scopes"), document.get("service")

@@ -1,9 +1,10 @@
-"""The shapes of the API's bodies: one definition, read twice.
+"""The shapes of the API's bodies: one declaration each, read three times.
 
-drf-spectacular reads these classes to write the OpenAPI document; `parsing.shape_errors`
-reads the input ones to check a body strictly (exact members, JSON types, lengths, patterns,
+drf-spectacular reads these classes to write the OpenAPI document; `parsing` compiles the
+input ones into a strict check of a body (exact members, JSON types, lengths, patterns,
 bounds), which the REST framework's own validation cannot do (it coerces types and trims
-strings). Output is built from plain dicts in this shape.
+strings); `rendering` compiles the output ones into the builder of a response body from the
+domain's objects (each field's `source`, or a `show_<name>` of its serializer).
 
 The document describes the input the server accepts, not the form it normalizes it to: a
 service identifier is any text that normalizes to one, so it has no pattern there. Every
@@ -13,6 +14,8 @@ A docstring of a class here is the description of its component in the document.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.core.validators import RegexValidator
 from django.utils.functional import lazy
@@ -43,6 +46,7 @@ from services.grants import (
 from services.models import (
     PROXY_METHODS,
     AuditAction,
+    AuditEvent,
     AuditOutcome,
     GrantAccess,
     KeyType,
@@ -103,11 +107,18 @@ class ServiceIdentifierField(serializers.CharField):
         super().__init__(min_length=1, trim_whitespace=False, **kwargs)
 
 
+class RevealedField(serializers.CharField):
+    """A secret's value, revealed in the output (an opened set's value to its agent)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+
 class ConnectedServiceSerializer(serializers.Serializer):
     service = serializers.CharField(help_text="Normalized service identifier.")
     connectedAt = serializers.DateTimeField(
         help_text="RFC 3339 UTC time of the most recent successful store, e.g. "
-        "2026-11-21T09:30:12.345678Z."
+        "2026-11-21T09:30:12.345678Z.",
     )
     keyType = serializers.ChoiceField(choices=KeyType.choices)
 
@@ -210,16 +221,16 @@ class GrantSerializer(serializers.Serializer):
     paths = serializers.ListField(
         child=serializers.CharField(), help_text="Path prefixes allowed through the proxy."
     )
+    graphql = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The sensitive GraphQL mutations of the service allowed by name (none by "
+        "default).",
+    )
     base = serializers.CharField(
         required=False,
         help_text="The one base of the service the grant covers (`router`: "
         "`/proxy/huggingface~router/...`; `host`: `/proxy/pinecone~host/{host}/...`); absent "
         "when it covers every base.",
-    )
-    graphql = serializers.ListField(
-        child=serializers.CharField(),
-        help_text="The sensitive GraphQL mutations of the service allowed by name (none by "
-        "default).",
     )
 
 
@@ -313,9 +324,11 @@ class AgentTokenInputSerializer(serializers.Serializer):
 
 
 class AgentTokenSerializer(serializers.Serializer):
-    token = serializers.CharField(help_text="cva_ token, shown only in this response.")
-    prefix = serializers.CharField()
-    expiresAt = serializers.DateTimeField(allow_null=True)
+    token = serializers.CharField(
+        source="plaintext", help_text="cva_ token, shown only in this response."
+    )
+    prefix = serializers.CharField(source="token.prefix")
+    expiresAt = serializers.DateTimeField(allow_null=True, source="token.expires_at")
 
 
 class AgentTokenInfoSerializer(serializers.Serializer):
@@ -326,23 +339,24 @@ class AgentTokenInfoSerializer(serializers.Serializer):
     revokedAt = serializers.DateTimeField(allow_null=True)
 
 
+# Rendered from an opened set's (keyName, value) pairs.
 class AgentCredentialSerializer(serializers.Serializer):
-    keyName = serializers.CharField()
-    value = serializers.CharField(trim_whitespace=False)
+    keyName = serializers.CharField(source="0")
+    value = RevealedField(source="1")
 
 
 class AgentCredentialsSerializer(serializers.Serializer):
     service = serializers.CharField()
     keyType = serializers.ChoiceField(choices=KeyType.choices)
     connectedAt = serializers.DateTimeField()
-    credentials = AgentCredentialSerializer(many=True)
+    credentials = AgentCredentialSerializer(many=True, source="fields")
 
 
 class AuditEventSerializer(serializers.Serializer):
     seq = serializers.IntegerField(help_text="Position in the account's chain, from 1.")
-    time = serializers.DateTimeField()
+    time = serializers.DateTimeField(source="occurred_at")
     tokenPrefix = serializers.CharField()
-    agent = serializers.CharField(allow_null=True)
+    agent = serializers.CharField(allow_null=True, source="agent_name")
     action = serializers.ChoiceField(choices=AuditAction.choices)
     service = serializers.CharField(allow_null=True)
     target = serializers.CharField(allow_null=True, help_text="The agent acted on, if any.")
@@ -361,7 +375,8 @@ class AuditEventSerializer(serializers.Serializer):
         "its query.",
     )
     upstreamStatus = serializers.IntegerField(
-        allow_null=True, help_text="A brokered call's status from the provider, if it answered."
+        allow_null=True,
+        help_text="A brokered call's status from the provider, if it answered.",
     )
     via = serializers.CharField(
         allow_null=True,
@@ -375,11 +390,19 @@ class AuditEventSerializer(serializers.Serializer):
         "that was never sent and for other events.",
     )
 
+    @staticmethod
+    def show_status(event: AuditEvent) -> int | None:
+        # A call whose completion was never written (`sent`) has no status yet.
+        return None if event.outcome == AuditOutcome.SENT else event.status
 
+
+# Rendered from `audit.page`'s (events, the seq of the next page's cursor).
 class AuditPageSerializer(serializers.Serializer):
-    events = AuditEventSerializer(many=True)
+    events = AuditEventSerializer(many=True, source="0")
     next = serializers.CharField(
-        allow_null=True, help_text="Pass as `before` for the next page; null on the last."
+        allow_null=True,
+        source="1",
+        help_text="Pass as `before` for the next page; null on the last.",
     )
 
 

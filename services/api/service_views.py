@@ -12,6 +12,7 @@ from services import credentials
 from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import read_credential_input
+from services.api.rendering import render, render_many
 from services.api.schema import CREDENTIAL_EXAMPLES, path_identifier, problems
 from services.api.serializers import (
     ConnectedServiceSerializer,
@@ -23,15 +24,6 @@ from services.api.serializers import (
 from services.api.throttling import TestRateThrottle, TokenRateThrottle
 from services.audit import Operation
 from services.exceptions import FieldErrorCode, InvalidRequest, field_error
-from services.times import rfc3339
-
-
-def service_body(connected: credentials.ServiceEntry) -> dict[str, str]:
-    return {
-        "service": connected.service,
-        "connectedAt": rfc3339(connected.connected_at),
-        "keyType": connected.key_type,
-    }
 
 
 class ServiceListView(AccountAPIView):
@@ -46,9 +38,7 @@ class ServiceListView(AccountAPIView):
     )
     def get(self, request: ApiRequest) -> Response:
         services = credentials.list_services(actor=request.context.actor)
-        return Response(
-            [{**service_body(connected), "status": connected.status} for connected in services]
-        )
+        return Response(render_many(ListedServiceSerializer, services))
 
 
 class ServiceTestView(AccountAPIView):
@@ -74,9 +64,7 @@ class ServiceTestView(AccountAPIView):
         checked = credentials.credential_set(service=given.service, fields=given.fields)
         request.context.service = checked.service
         verdict = credentials.verify_credentials(actor=request.context.actor, credentials=checked)
-        return Response(
-            {"ok": verdict.ok, "verified": verdict.verified, "reason": verdict.reason.value}
-        )
+        return Response(render(VerificationResultSerializer, verdict))
 
 
 VERIFY_REQUIRED = "required"
@@ -143,7 +131,9 @@ class CredentialsView(AccountAPIView):
         request.context.service = checked.service
         store = credentials.store_verified_credentials if verify else credentials.store_credentials
         stored = store(actor=request.context.actor, credentials=checked)
-        return Response(service_body(stored.entry), status=stored.event.status)
+        return Response(
+            render(ConnectedServiceSerializer, stored.entry), status=stored.event.status
+        )
 
 
 class ProviderListView(AccountAPIView):
