@@ -234,6 +234,25 @@ class TestConnect:
         assert client_secret not in text
         assert not ConnectedService.objects.exists()
 
+    @pytest.mark.parametrize(
+        ("exchange_error", "status", "detail"),
+        [
+            ((503, "server_error"), 502, "unavailable"),
+            ((200, "incorrect_client_credentials"), 409, "incorrect_client_credentials"),
+            ((400, "invalid_grant"), 400, "invalid_grant"),
+        ],
+    )
+    def test_the_page_and_its_audit_event_say_one_status(
+        self, alice_api, stand_in, client_secret, exchange_error, status, detail
+    ):
+        """A failed exchange answers the status its audit event records: a token URL that
+        cannot be reached is 502 on the page and in the event alike."""
+        stand_in.exchange_error = exchange_error
+        page = callback(**consent(stand_in, connect(alice_api).json()["authorizeUrl"]))
+        event = AuditEvent.objects.get(action="oauth.callback")
+        assert (page.status_code, event.status, event.target) == (status, status, detail)
+        assert not ConnectedService.objects.exists()
+
     def test_a_refused_exchange_stores_nothing(self, alice_api, stand_in, client_secret):
         url = connect(alice_api).json()["authorizeUrl"]
         back = consent(stand_in, url)
