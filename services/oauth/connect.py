@@ -1,22 +1,5 @@
-"""Connecting a provider in a browser: the start page, the continue, and the callback that
-stores the set.
-
-A connect answers a link to credvault's own start page, `{CREDVAULT_PUBLIC_URL}/oauth/start/
-{id}`, which names the provider and the account and asks the person to continue. The id is
-random; the connect's state is derived from it and SECRET_KEY (never the id itself), and only
-the SHA-256 digests of both are stored. Continuing, once, binds the connect to the browser: a
-random nonce goes into an HttpOnly, SameSite=Lax cookie named for the state, its digest onto
-the row, and the browser is sent to the provider with the state. The callback refuses a state
-whose browser does not bring that cookie; then the state is single-use (its row is deleted as
-it is used), bound to the account, the provider and the service, and expires STATE_SECONDS
-after the connect. The PKCE verifier is derived from the state and SECRET_KEY, so it is stored
-nowhere. The callback checks all that before anything is sent, then exchanges the code and
-stores the set as one store; nothing is stored on failure.
-
-Only a page of this site continues a connect: a continue that a browser says comes from
-another site (or from another origin of this one) is refused, so that no other site can bind
-its own connect to a person's browser (OAuth login CSRF) by submitting a form in it.
-"""
+"""Connecting a provider in a browser: the start page, its continue, and the callback that
+stores the set. How the link, the state and the browser's cookie hold: docs/oauth.md."""
 
 from __future__ import annotations
 
@@ -190,8 +173,8 @@ def _start_row(start_id: str) -> tuple[OAuthState, catalog.Provider]:
 
 
 def from_this_site(*, fetch_site: str, origin: str) -> bool:
-    """Whether a browser's form submission comes from a page of this site, by what the
-    browser says: `Sec-Fetch-Site` (every current browser sends it) must be `same-origin`;
+    """Whether a browser's form submission comes from a page of this site (so that no other
+    site binds its own connect to a person's browser): `Sec-Fetch-Site` must be `same-origin`;
     where a browser sends none, its `Origin` must be CREDVAULT_PUBLIC_URL's. A submission that
     says neither is refused: every browser that posts a form says one of them."""
     if fetch_site:
