@@ -242,8 +242,8 @@ CONNECT_FAILURES: dict[str, int] = {
     "refused": 400,
     "api_host_refused": 400,
 }
-# Recorded by no event: no state names no account, and of two callbacks with one state the
-# one that used it records.
+# Not recorded: a missing or unknown state names no account, and of two callbacks with one
+# state the one that used it records.
 UNRECORDED = frozenset({"no_state", "unknown_state"})
 
 
