@@ -1,17 +1,11 @@
-"""The provider's side of OAuth: where a person is sent to consent, and the two
-requests credvault makes at a token URL (a code exchange, a refresh), through the strict
-outbound client like every other request to a provider (no redirects, bounded, TLS checked).
+"""The provider's side of OAuth: the authorization URL a person consents at, and the two token
+requests (a code exchange, a refresh) through the strict outbound client. Knows nothing of
+accounts: services/oauth/ keeps the clients, the states and the sets.
 
-Knows nothing of accounts: `services/oauth/` keeps the clients, the states and the sets.
-A token answer is classified into the failure classes the lifecycle keeps apart:
-
-- `Refused`: the provider refused the grant (400 or 401 from the token URL, `invalid_grant`
-  and the like): the person must authorize again;
-- `Misconfigured`: the provider refused the client, whatever the status (`invalid_client`,
-  `unauthorized_client`, and the providers' own words for it: CLIENT_ERRORS): the account's
-  OAuth client is wrong, which no person's consent repairs;
-- `Unavailable`: no usable answer (timeout, refused connection, 5xx, 429, an answer that is
-  not a token): nothing is decided, nothing changes.
+A token request that gives no token is one of three failures, kept apart because each is
+repaired by someone else: `Refused` (the grant: the person authorizes again), `Misconfigured`
+(the client, whatever the status: CLIENT_ERRORS; the account's owner fixes it) and
+`Unavailable` (no usable answer: nothing is decided, nothing changes).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from services.exceptions import (
 )
 from services.masking import Secret
 from services.models import AuditEvent, ConnectedService
+from services.oauth.token_sets import refresh_by_of
 from services.sealed import seal_set
 from services.storage import queries
 from services.storage.transactions import account_transaction
@@ -128,6 +129,7 @@ def list_services(*, actor: Actor) -> list[ServiceEntry]:
 def _store_once(*, actor: Actor, credentials: CredentialSet) -> Stored:
     account_id, service = actor.account_id, credentials.service
     now = timezone.now()
+    refresh_by = refresh_by_of(dict(credentials.fields))
     with transaction.atomic():
         # The account's audit head first: it orders every change of the account, new
         # services included, so the limit holds and no two stores wait on each other. Then
@@ -143,6 +145,7 @@ def _store_once(*, actor: Actor, credentials: CredentialSet) -> Stored:
                 key_type=credentials.key_type,
                 connected_at=now,
                 generation=1,
+                refresh_by=refresh_by,
             ).pk
             generation = 1
         else:
@@ -159,6 +162,7 @@ def _store_once(*, actor: Actor, credentials: CredentialSet) -> Stored:
                 generation=generation,
                 key_type=credentials.key_type,
                 connected_at=now,
+                refresh_by=refresh_by,
                 fields=fields,
             )
         operation = Operation.CONNECT_SERVICE if found is None else Operation.REPLACE_CREDENTIALS

@@ -131,6 +131,9 @@ class ConnectedService(models.Model):
     # When a refresh was last asked for by a 401 (the provider refused the access token): such
     # a refresh runs at most once a minute per service.
     forced_refresh_at = models.DateTimeField(null=True, blank=True, default=None)
+    # The set's access token expiry where it holds a refresh token (else null), kept in step
+    # with every store: the cron finds the sets due without opening any. The time is no secret.
+    refresh_by = models.DateTimeField(null=True, blank=True, default=None)
 
     class Meta:
         ordering = ["account_id", "service"]

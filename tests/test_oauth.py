@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import json
 import logging
 import threading
@@ -14,13 +15,16 @@ from io import StringIO
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.apps import apps
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from services.crypto import KeyRing
 from services.models import AuditEvent, ConnectedService, OAuthClient, OAuthState
 from services.oauth import refresh as oauth_refresh
+from services.oauth.expiring import due_sets
 from tests.support import (
     CLIENT_ID,
     PUBLIC_URL,
@@ -232,6 +236,25 @@ class TestConnect:
         assert "OAuth client is misconfigured" in text
         assert "incorrect_client_credentials" in text
         assert client_secret not in text
+        assert not ConnectedService.objects.exists()
+
+    @pytest.mark.parametrize(
+        ("exchange_error", "status", "detail"),
+        [
+            ((503, "server_error"), 502, "unavailable"),
+            ((200, "incorrect_client_credentials"), 409, "incorrect_client_credentials"),
+            ((400, "invalid_grant"), 400, "invalid_grant"),
+        ],
+    )
+    def test_the_page_and_its_audit_event_say_one_status(
+        self, alice_api, stand_in, client_secret, exchange_error, status, detail
+    ):
+        """A failed exchange answers the status its audit event records: a token URL that
+        cannot be reached is 502 on the page and in the event alike."""
+        stand_in.exchange_error = exchange_error
+        page = callback(**consent(stand_in, connect(alice_api).json()["authorizeUrl"]))
+        event = AuditEvent.objects.get(action="oauth.callback")
+        assert (page.status_code, event.status, event.target) == (status, status, detail)
         assert not ConnectedService.objects.exists()
 
     def test_a_refused_exchange_stores_nothing(self, alice_api, stand_in, client_secret):
@@ -609,6 +632,66 @@ class TestRefreshTokensCommand:
         everything = out.getvalue() + err.getvalue() + caplog.text
         assert access not in everything
         assert refresh not in everything
+
+
+@pytest.mark.django_db
+class TestRefreshBy:
+    """The service row's `refresh_by` (the set's expiry where it holds a refresh token), kept
+    in step with every store, finds the due sets in one query without opening any."""
+
+    def test_the_due_sets_are_one_query_and_no_other_set_is_opened(
+        self, alice_api, stand_in, client_secret, django_assert_num_queries, monkeypatch
+    ):
+        store_expiring(alice_api, stand_in, seconds=30, service="github")
+        store_expiring(alice_api, stand_in, seconds=3600, service="gitlab")
+        assert alice_api.store("openai", creds(api_key=marked("k"))).status_code == 201
+        with django_assert_num_queries(1):
+            due = due_sets(ahead_seconds=600)
+        assert [(d.service, d.generation) for d in due] == [("github", 1)]
+        opened: list[str] = []
+        real_open = KeyRing.open
+
+        def spied(ring, key_id, blob, place, **kwargs):
+            opened.append(place.service)
+            return real_open(ring, key_id, blob, place, **kwargs)
+
+        monkeypatch.setattr(KeyRing, "open", spied)
+        call_command("refresh_tokens", "--ahead", "10", stdout=StringIO())
+        assert stand_in.refreshes == 1
+        assert "github" in opened
+        assert "gitlab" not in opened
+        assert "openai" not in opened
+
+    def test_it_follows_every_store_and_refresh(self, alice_api, stand_in, client_secret):
+        def refresh_by(service: str = "github"):
+            return ConnectedService.objects.get(service=service).refresh_by
+
+        store_expiring(alice_api, stand_in, seconds=30)
+        expires = opened_set(ConnectedService.objects.get())["expires_at"]
+        assert refresh_by().strftime("%Y-%m-%dT%H:%M:%SZ") == expires
+        call_command("refresh_tokens", stdout=StringIO())
+        refreshed = opened_set(ConnectedService.objects.get())["expires_at"]
+        assert refreshed != expires
+        assert refresh_by().strftime("%Y-%m-%dT%H:%M:%SZ") == refreshed
+        access, _ = stand_in.issue(refresh=False)
+        response = alice_api.store("github", creds(access_token=access, expires_at=expires))
+        assert response.status_code == 200
+        assert refresh_by() is None  # no refresh token: never refreshed ahead
+        connected_github(alice_api, stand_in)
+        assert refresh_by() > timezone.now() + timedelta(minutes=50)
+        assert alice_api.store("openai", creds(api_key=marked("k"))).status_code == 201
+        assert refresh_by("openai") is None
+
+    def test_the_migration_fills_it_for_the_sets_stored_before(
+        self, alice_api, stand_in, client_secret
+    ):
+        store_expiring(alice_api, stand_in, seconds=30)
+        before = ConnectedService.objects.get().refresh_by
+        ConnectedService.objects.update(refresh_by=None)
+        migration = importlib.import_module("services.migrations.0019_connectedservice_refresh_by")
+        migration.fill_refresh_by(apps, None)
+        assert ConnectedService.objects.get().refresh_by == before
+        assert [d.service for d in due_sets(ahead_seconds=600)] == ["github"]
 
 
 @pytest.mark.django_db

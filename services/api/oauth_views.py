@@ -137,41 +137,38 @@ class ConnectView(AccountAPIView):
         return Response(render(ConnectSerializer, connect), status=201)
 
 
-# Why a callback connected nothing, as the page tells the person: its status and sentence.
-# `{provider}` is the provider's name, `{code}` its error code (a short printable code),
-# `{field}` and `{rule}` the API host field and the rule it broke.
-CALLBACK_FAILURES: dict[str, tuple[int, str]] = {
-    "no_state": (400, "The link has no state: start the connection again."),
-    "unknown_state": (400, "This connection link is unknown or was used already."),
+# Why a callback connected nothing, as the page tells the person (its status is the failure's,
+# services/oauth/connect.py's CONNECT_FAILURES). `{provider}` is the provider's name, `{code}`
+# its error code (a short printable code), `{field}` and `{rule}` the API host field and the
+# rule it broke.
+CALLBACK_FAILURES: dict[str, str] = {
+    "no_state": "The link has no state: start the connection again.",
+    "unknown_state": "This connection link is unknown or was used already.",
     "other_browser": (
-        400,
         "This browser did not continue this connection (it was continued in another browser, "
-        "or its cookies are off): start the connection again and finish it in one browser.",
+        "or its cookies are off): start the connection again and finish it in one browser."
     ),
-    "expired": (400, "This connection link has expired: start the connection again."),
-    "provider_error": (400, "{provider} did not connect: {code}."),
-    "no_code": (400, "{provider} sent no authorization code."),
-    "no_client": (409, "The account's OAuth client was removed during the connection."),
-    "unavailable": (502, "{provider} could not be reached."),
+    "expired": "This connection link has expired: start the connection again.",
+    "provider_error": "{provider} did not connect: {code}.",
+    "no_code": "{provider} sent no authorization code.",
+    "no_client": "The account's OAuth client was removed during the connection.",
+    "unavailable": "{provider} could not be reached.",
     "misconfigured": (
-        409,
         "The OAuth client is misconfigured: {provider} refused its client ID or secret "
-        "({code}). Correct the account's OAuth client, then connect again. Nothing was stored.",
+        "({code}). Correct the account's OAuth client, then connect again. Nothing was stored."
     ),
-    "refused": (400, "{provider} refused the authorization code."),
+    "refused": "{provider} refused the authorization code.",
     "api_host_refused": (
-        400,
-        "{provider} named an API host ({field}) that is not {rule}. Nothing was stored.",
+        "{provider} named an API host ({field}) that is not {rule}. Nothing was stored."
     ),
 }
 
 
 def failure_page(failed: ConnectFailed) -> tuple[dict, int]:
-    status, sentence = CALLBACK_FAILURES[failed.why]
-    reason = sentence.format(
+    reason = CALLBACK_FAILURES[failed.why].format(
         provider=failed.provider, code=failed.code, field=failed.field, rule=failed.rule
     )
-    return {"connected": False, "reason": reason}, status
+    return {"connected": False, "reason": reason}, failed.status
 
 
 # Why the start page shows no connect, or a continue was refused: its status and sentence.

@@ -1,22 +1,5 @@
-"""Connecting a provider in a browser: the start page, the continue, and the callback that
-stores the set.
-
-A connect answers a link to credvault's own start page, `{CREDVAULT_PUBLIC_URL}/oauth/start/
-{id}`, which names the provider and the account and asks the person to continue. The id is
-random; the connect's state is derived from it and SECRET_KEY (never the id itself), and only
-the SHA-256 digests of both are stored. Continuing, once, binds the connect to the browser: a
-random nonce goes into an HttpOnly, SameSite=Lax cookie named for the state, its digest onto
-the row, and the browser is sent to the provider with the state. The callback refuses a state
-whose browser does not bring that cookie; then the state is single-use (its row is deleted as
-it is used), bound to the account, the provider and the service, and expires STATE_SECONDS
-after the connect. The PKCE verifier is derived from the state and SECRET_KEY, so it is stored
-nowhere. The callback checks all that before anything is sent, then exchanges the code and
-stores the set as one store; nothing is stored on failure.
-
-Only a page of this site continues a connect: a continue that a browser says comes from
-another site (or from another origin of this one) is refused, so that no other site can bind
-its own connect to a person's browser (OAuth login CSRF) by submitting a form in it.
-"""
+"""Connecting a provider in a browser: the start page, its continue, and the callback that
+stores the set. How the link, the state and the browser's cookie hold: docs/oauth.md."""
 
 from __future__ import annotations
 
@@ -126,10 +109,8 @@ def start_connect(
 
 
 class StartRefused(Exception):
-    """Why the start page shows no connect, or a continue was refused: `why`, one of WHY, and
-    the provider's name where it is known. The page that tells the person is the view's."""
-
-    WHY = ("unknown", "used", "expired", "other_site", "no_client")
+    """Why the start page shows no connect, or a continue was refused: `why` (a key of the
+    view's START_FAILURES), and the provider's name where it is known."""
 
     def __init__(self, why: str, *, provider: str = "") -> None:
         super().__init__(why)
@@ -192,8 +173,8 @@ def _start_row(start_id: str) -> tuple[OAuthState, catalog.Provider]:
 
 
 def from_this_site(*, fetch_site: str, origin: str) -> bool:
-    """Whether a browser's form submission comes from a page of this site, by what the
-    browser says: `Sec-Fetch-Site` (every current browser sends it) must be `same-origin`;
+    """Whether a browser's form submission comes from a page of this site (so that no other
+    site binds its own connect to a person's browser): `Sec-Fetch-Site` must be `same-origin`;
     where a browser sends none, its `Origin` must be CREDVAULT_PUBLIC_URL's. A submission that
     says neither is refused: every browser that posts a form says one of them."""
     if fetch_site:
@@ -247,35 +228,49 @@ def continue_connect(*, start_id: str, fetch_site: str, origin: str, request_id:
     )
 
 
-class ConnectFailed(Exception):
-    """Why a callback connected nothing: `why` (one of WHY), the provider's name where it is
-    known, the provider's error code (printable: a short code, nothing else) and, for a refused
-    API host, the field and the rule it broke. Never a value. The page that tells the person
-    is the view's (services/api/oauth_views.py)."""
+# Why a callback connected nothing, and its status: the page's and the audit event's alike.
+CONNECT_FAILURES: dict[str, int] = {
+    "no_state": 400,
+    "unknown_state": 400,
+    "other_browser": 400,
+    "expired": 400,
+    "provider_error": 400,
+    "no_code": 400,
+    "no_client": 409,
+    "unavailable": 502,  # the provider's token URL, not credvault, failed
+    "misconfigured": 409,
+    "refused": 400,
+    "api_host_refused": 400,
+}
+# Not recorded: a missing or unknown state names no account, and of two callbacks with one
+# state the one that used it records.
+UNRECORDED = frozenset({"no_state", "unknown_state"})
 
-    WHY = (
-        "no_state",
-        "unknown_state",
-        "other_browser",
-        "expired",
-        "provider_error",
-        "no_code",
-        "no_client",
-        "unavailable",
-        "misconfigured",
-        "refused",
-        "api_host_refused",
-    )
+
+class ConnectFailed(Exception):
+    """Why a callback connected nothing: `why` (a key of CONNECT_FAILURES), the provider's
+    name where known, its error code (printable), for a refused API host the field and the
+    rule it broke, and `detail`, the audit event's target (`why` unless said). Never a value.
+    finish_connect records it; the page that tells the person is the view's."""
 
     def __init__(
-        self, why: str, *, provider: str = "", code: str = "", field: str = "", rule: str = ""
+        self,
+        why: str,
+        *,
+        provider: str = "",
+        code: str = "",
+        field: str = "",
+        rule: str = "",
+        detail: str = "",
     ) -> None:
         super().__init__(why)
         self.why = why
+        self.status = CONNECT_FAILURES[why]
         self.provider = provider
         self.code = code
         self.field = field
         self.rule = rule
+        self.detail = detail or why
 
 
 @dataclass(frozen=True)
@@ -289,36 +284,54 @@ def finish_connect(
 ) -> Connected:
     """The callback: the state checked (with the cookie of the browser that continued it,
     among `cookies`) and used up before anything is sent, then the code exchanged and the set
-    stored. Raises ConnectFailed; nothing is stored on failure."""
+    stored. Raises ConnectFailed, recorded here; nothing is stored on failure."""
     if not state:
         raise ConnectFailed("no_state")
     row = OAuthState.objects.filter(digest=_digest(state)).first()
     if row is None:
         raise ConnectFailed("unknown_state")
     actor = Actor(account_id=row.account_id, token_prefix=BROWSER_ACTOR, request_id=request_id)
+    try:
+        return _finish(row, actor, state=state, code=code, error=error, cookies=cookies)
+    except ConnectFailed as failed:
+        if failed.why not in UNRECORDED:
+            audit.record(
+                actor,
+                Operation.FINISH_CONNECT,
+                status=failed.status,
+                service=row.service,
+                target=failed.detail,
+            )
+        raise
+
+
+def _finish(
+    row: OAuthState,
+    actor: Actor,
+    *,
+    state: str,
+    code: str,
+    error: str,
+    cookies: Mapping[str, str],
+) -> Connected:
     # Only the browser that continued the connect may finish it; another browser's attempt
     # leaves the connect to it.
     nonce = cookies.get(cookie_name(state), "")
     if not row.browser_digest or not hmac.compare_digest(_digest(nonce), row.browser_digest):
-        _failed(actor, row.service, 400, "other_browser")
         raise ConnectFailed("other_browser")
     # Single-use whatever follows: of two callbacks with one state, one deletes it.
     if not OAuthState.objects.filter(pk=row.pk).delete()[0]:
         raise ConnectFailed("unknown_state")
     provider = catalog.get(row.provider)
     if row.expires_at <= timezone.now() or provider is None or provider.oauth is None:
-        _failed(actor, row.service, 400, "expired")
         raise ConnectFailed("expired")
     name = provider.name
     if error:
-        _failed(actor, row.service, 400, "provider_error")
         raise ConnectFailed("provider_error", provider=name, code=printable(error))
     if not code:
-        _failed(actor, row.service, 400, "no_code")
         raise ConnectFailed("no_code", provider=name)
     client = client_of(account_id=row.account_id, provider=row.provider)
     if client is None:
-        _failed(actor, row.service, 409, "no_client")
         raise ConnectFailed("no_client", provider=name)
     try:
         answer = provider_oauth.exchange_code(
@@ -329,17 +342,15 @@ def finish_connect(
             redirect_uri=redirect_uri(),
         )
     except provider_oauth.Unavailable:
-        _failed(actor, row.service, 503, "unavailable")
         raise ConnectFailed("unavailable", provider=name) from None
     except provider_oauth.Misconfigured as exc:
-        _failed(actor, row.service, 409, exc.code)
-        raise ConnectFailed("misconfigured", provider=name, code=printable(exc.code)) from None
+        raise ConnectFailed(
+            "misconfigured", provider=name, code=printable(exc.code), detail=exc.code
+        ) from None
     except provider_oauth.TokenError as exc:
-        _failed(actor, row.service, 400, exc.code or "refused")
-        raise ConnectFailed("refused", provider=name) from None
+        raise ConnectFailed("refused", provider=name, detail=exc.code) from None
     api_host = provider.api_host
     if api_host and answer.api_host is not None and not api_host.base_url(answer.api_host):
-        _failed(actor, row.service, 400, "api_host_refused")
         raise ConnectFailed(
             "api_host_refused", provider=name, field=api_host.field, rule=api_host.rule
         )
@@ -352,10 +363,6 @@ def finish_connect(
         )
     audit.record(actor, Operation.FINISH_CONNECT, status=stored.event.status, service=row.service)
     return Connected(provider.name, row.service)
-
-
-def _failed(actor: Actor, service: str, status: int, why: str) -> None:
-    audit.record(actor, Operation.FINISH_CONNECT, status=status, service=service, target=why)
 
 
 def printable(text: str) -> str:

@@ -1,9 +1,12 @@
-"""`manage.py refresh_tokens`: refresh every OAuth set that expires within a window."""
+"""`manage.py refresh_tokens`: the OAuth sets due within a window, found by their service row's
+`refresh_by` in one query (no set opened), and refreshed one by one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
+
+from django.utils import timezone
 
 from providers.identifiers import OAUTH
 from services.audit import Actor
@@ -13,38 +16,42 @@ from services.exceptions import (
     ReauthorizationRequired,
 )
 from services.models import ConnectedService, ServiceStatus
-from services.oauth.refresh import refresh_service, stored_set
-from services.oauth.token_sets import refresh_due
+from services.oauth.refresh import refresh_service
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class DueSet:
+    account_id: int
+    service: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     account_id: int
     service: str
-    error: str = ""
+    error: str = ""  # empty when refreshed, else the failure's code
 
 
-def refresh_expiring(*, ahead_seconds: float) -> Iterator[int | Outcome]:
-    """Refresh every OAuth set that expires within `ahead_seconds`: first the number of sets
-    due, then one Outcome per set tried, as it is done."""
+def due_sets(*, ahead_seconds: float) -> list[DueSet]:
+    """The connected OAuth sets that can be refreshed and expire within `ahead_seconds`."""
+    until = timezone.now() + timedelta(seconds=ahead_seconds)
     rows = ConnectedService.objects.filter(
-        key_type=OAUTH, status=ServiceStatus.CONNECTED
-    ).values_list("id", "account_id", "service", "generation")
-    candidates = []
-    for service_id, account_id, service, generation in rows:
-        fields = dict(stored_set(account_id, service, service_id, generation))
-        if refresh_due(fields, ahead=ahead_seconds):
-            candidates.append((account_id, service, generation))
-    yield len(candidates)
-    for account_id, service, generation in candidates:
-        actor = Actor.command(account_id)
-        try:
-            refresh_service(actor=actor, service=service, generation=generation)
-        except ReauthorizationRequired:
-            yield Outcome(account_id, service, "reauthorization_required")
-        except OAuthClientMisconfigured:
-            yield Outcome(account_id, service, "oauth_client_misconfigured")
-        except ProviderUnavailable:
-            yield Outcome(account_id, service, "provider_unavailable")
-        else:
-            yield Outcome(account_id, service)
+        key_type=OAUTH, status=ServiceStatus.CONNECTED, refresh_by__lte=until
+    ).values_list("account_id", "service", "generation")
+    return [DueSet(account_id, service, generation) for account_id, service, generation in rows]
+
+
+def refresh_due_set(*, due: DueSet) -> Outcome:
+    """Refresh one due set (as a use would, one refresh per service at a time)."""
+    try:
+        refresh_service(
+            actor=Actor.command(due.account_id), service=due.service, generation=due.generation
+        )
+    except ReauthorizationRequired:
+        return Outcome(due.account_id, due.service, "reauthorization_required")
+    except OAuthClientMisconfigured:
+        return Outcome(due.account_id, due.service, "oauth_client_misconfigured")
+    except ProviderUnavailable:
+        return Outcome(due.account_id, due.service, "provider_unavailable")
+    return Outcome(due.account_id, due.service)

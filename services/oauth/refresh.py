@@ -1,23 +1,6 @@
-"""Refreshing an OAuth set: one refresh per service at a time, across workers and hosts.
-
-A worker claims the service row in the database (`refreshing_until`, set only where the row is
-still at the generation it read, connected, not paused and unclaimed), asks the token URL with
-no database connection held, and stores the answer as the next generation in one transaction,
-the rotated refresh token with it (a provider that sends none: the old one is kept). The others
-wait for the new generation and use it. A refusal of the grant marks `reauthorization_required`
-(the set stays for inspection); a refusal of the client itself (`invalid_client` and the like:
-the account's configuration, which no consent repairs) changes nothing.
-
-The token URL is asked no more than needed, on every worker and host alike (the row holds it
-all):
-
-- an unavailable token URL pauses the service's refreshes for CREDVAULT_REFRESH_RETRY_SECONDS
-  (`refresh_paused_until`): meanwhile its uses answer 503 at once, without a request;
-- a refresh asked for by a 401 (the provider refused the access token) runs at most once a
-  minute per service (`forced_refresh_at`): within the minute the set stays as it is;
-- the claim is taken only where the row is still connected, so a worker that read the row
-  before another's refusal marked it never asks again: `invalid_grant` costs one request.
-"""
+"""Refreshing an OAuth set: one refresh per service at a time, across workers and hosts. The
+claim, the pause after an unavailable token URL and the 401's minute are all on the service
+row, so every worker and host sees them (docs/oauth.md)."""
 
 from __future__ import annotations
 
@@ -43,7 +26,7 @@ from services.exceptions import (
 from services.masking import Secret
 from services.models import ConnectedService, ServiceStatus
 from services.oauth.clients import client_of
-from services.oauth.token_sets import token_set
+from services.oauth.token_sets import refresh_by_of, token_set
 from services.sealed import open_set, seal_set
 from services.storage import queries
 from services.storage.connections import give_back_connections
@@ -276,6 +259,7 @@ def _store_generation(
             generation=generation + 1,
             key_type=OAUTH,
             connected_at=timezone.now(),
+            refresh_by=refresh_by_of(dict(fields)),
             fields=seal_set(
                 account_id=actor.account_id,
                 service=service,

@@ -1,13 +1,9 @@
-"""The credential set of a token answer, and when a set expires.
-
-A token answer becomes `access_token`, `refresh_token` (the earlier one kept when a refresh
-sends none), `expires_at` (RFC 3339), `scope`, `token_type`, and the connection's own API host
-where the catalog names the field that holds it (Salesforce's `instance_url`) and the host
-matches the catalog's patterns.
-"""
+"""The credential set of a token answer (the fields docs/oauth.md names), and when a set
+expires and is due for a refresh."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
@@ -45,7 +41,7 @@ def token_set(
     return fields
 
 
-def expiry_of(fields: dict[str, Secret]) -> datetime | None:
+def expiry_of(fields: Mapping[str, Secret]) -> datetime | None:
     """A set's `expires_at`: RFC 3339 (as credvault stores it) or seconds since the epoch (as
     some imported sets hold it); None when absent or unreadable."""
     value = fields.get("expires_at")
@@ -61,11 +57,13 @@ def expiry_of(fields: dict[str, Secret]) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def refresh_due(fields: dict[str, Secret], *, ahead: float) -> bool:
+def refresh_by_of(fields: Mapping[str, Secret]) -> datetime | None:
+    """When a set is to be refreshed by: its expiry, where it holds a refresh token; None
+    when it is never refreshed ahead. The service row keeps it (`refresh_by`)."""
+    return expiry_of(fields) if "refresh_token" in fields else None
+
+
+def refresh_due(fields: Mapping[str, Secret], *, ahead: float) -> bool:
     """Whether a set can be refreshed and expires within `ahead` seconds."""
-    expires_at = expiry_of(fields)
-    return (
-        "refresh_token" in fields
-        and expires_at is not None
-        and expires_at <= timezone.now() + timedelta(seconds=ahead)
-    )
+    refresh_by = refresh_by_of(fields)
+    return refresh_by is not None and refresh_by <= timezone.now() + timedelta(seconds=ahead)

@@ -87,7 +87,8 @@ class Dialect:
         )
         self.move_service = (
             f"UPDATE {table(ConnectedService)} SET generation = %s, key_type = %s, "
-            "connected_at = %s, status = 'connected', refreshing_until = NULL WHERE id = %s"
+            "connected_at = %s, refresh_by = %s, status = 'connected', refreshing_until = NULL "
+            "WHERE id = %s"
         )
         self.audit_insert = (
             f"INSERT INTO {table(AuditEvent)} ({', '.join(AUDIT_GIVEN)}, seq, prev_digest, "

@@ -130,12 +130,14 @@ def replace_fields(
     generation: int,
     key_type: str,
     connected_at: datetime,
+    refresh_by: datetime | None,
     fields: Sequence[FieldRow],
 ) -> None:
     """Inside the transaction that holds the service row's lock: replace its whole set with
     `fields` (keyName, key id, ciphertext) and move the row to `generation`."""
     db = _db()
-    moved = [generation, key_type, db.ops.adapt_datetimefield_value(connected_at), service_id]
+    adapt = db.ops.adapt_datetimefield_value
+    moved = [generation, key_type, adapt(connected_at), adapt(refresh_by), service_id]
     with db.cursor() as cursor:
         dialect_for(db).write_replacement(cursor, service_id, moved, fields)
 

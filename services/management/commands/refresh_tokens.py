@@ -2,7 +2,7 @@ from django.core.management.base import CommandError
 
 from providers.management.base import CredvaultCommand
 from services.models import Account
-from services.oauth.expiring import refresh_expiring
+from services.oauth.expiring import due_sets, refresh_due_set
 
 BAR_WIDTH = 30
 
@@ -27,12 +27,13 @@ class Command(CredvaultCommand):
     def handle(self, *args, ahead: int, **options) -> None:
         if ahead < 0:
             raise CommandError("--ahead must be 0 or more minutes")
-        outcomes = refresh_expiring(ahead_seconds=ahead * 60)
-        total = next(outcomes)
+        due = due_sets(ahead_seconds=ahead * 60)
+        total = len(due)
         terminal = self.stdout.isatty()
         names = dict(Account.objects.values_list("id", "name"))
         done = failed = 0
-        for outcome in outcomes:
+        for each in due:
+            outcome = refresh_due_set(due=each)
             done += 1
             if outcome.error:
                 failed += 1
