@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterator
 import gevent
 from gevent import monkey
 
-from providers import outbound
+from providers.http.client import OpenAnswer
+from providers.http.failures import OutboundError
 from services.broker.redaction import Redaction, StreamRedaction
 from services.models import AuditOutcome
 
@@ -58,7 +59,7 @@ class PassedOn:
     def __init__(
         self,
         *,
-        answer: outbound.OpenAnswer,
+        answer: OpenAnswer,
         redaction: Redaction,
         finished: Callable[[AuditOutcome], None],
     ) -> None:
@@ -77,7 +78,7 @@ class PassedOn:
                 if passed := stream.feed(piece):
                     yield passed
                 _pause()
-        except outbound.OutboundError:
+        except OutboundError:
             self._finish(AuditOutcome.CUT)
             raise StreamCut() from None
         if rest := stream.end():
