@@ -266,7 +266,7 @@ LOGGING = {
         # urllib3 logs request lines with their URLs at DEBUG, and a malformed answer's URL and
         # lines at WARNING; a URL (Telegram's path) or an echoed line can hold a key. Whatever
         # the level, each of its loggers withholds its records' arguments and exceptions
-        # (providers/outbound.py, WithheldArguments).
+        # (providers/http/library_logs.py, WithheldArguments).
         "urllib3": {"level": "WARNING"},
     },
 }

@@ -21,8 +21,10 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from django.conf import settings
 
-from providers import outbound
 from providers.catalog import OAuth, Provider
+from providers.http.client import Answer, send
+from providers.http.destinations import Destination
+from providers.http.failures import OutboundError
 
 USER_AGENT = "credvault"
 MAX_TOKEN_ANSWER = 64 * 1024
@@ -236,7 +238,7 @@ def _token_request(
 ) -> TokenAnswer:
     oauth: OAuth = provider.oauth  # type: ignore[assignment]
     parts = urlsplit(url)
-    destination = outbound.Destination.from_base_url(
+    destination = Destination.from_base_url(
         f"{parts.scheme}://{parts.netloc}", configured=where.configured
     )
     headers = {
@@ -251,7 +253,7 @@ def _token_request(
     else:
         form = {**form, "client_id": client.client_id, "client_secret": client.client_secret}
     try:
-        answer = outbound.send(
+        answer = send(
             destination=destination,
             method="POST",
             target=parts.path or "/",
@@ -262,7 +264,7 @@ def _token_request(
             timeout=float(settings.CREDVAULT_OAUTH_TIMEOUT),
             max_answer=MAX_TOKEN_ANSWER,
         )
-    except outbound.OutboundError:
+    except OutboundError:
         raise Unavailable() from None
     document = _document(answer)
     error = document.get("error")
@@ -278,7 +280,7 @@ def _token_request(
     raise Unavailable()
 
 
-def _document(answer: outbound.Answer) -> Mapping[str, object]:
+def _document(answer: Answer) -> Mapping[str, object]:
     """The token URL's answer as a mapping: JSON, or a form-encoded body (GitHub's default)."""
     content_type = next(
         (value for name, value in answer.headers if name.lower() == "content-type"), ""

@@ -12,7 +12,7 @@ Two measures, each the median of `--rounds` runs, in CPU seconds (`time.process_
 process, or the worker's threads' time on a CPU from `/proc/PID/task/*/schedstat`):
 
 - `redaction`: the body fed to `StreamRedaction` in the 64 KiB pieces the outbound client reads
-  (`outbound.READ_CHUNK`), in this process: redaction alone;
+  (`providers.http.client.READ_CHUNK`), in this process: redaction alone;
 - `worker`: the body streamed through credvault under gunicorn (one gevent worker, SQLite) from
   a stand-in provider on 127.0.0.1 in 64 KiB chunks, the agent reading it whole: the worker's CPU
   for the whole call, which is what an answer costs to pass on.
@@ -29,7 +29,7 @@ import statistics
 import time
 from pathlib import Path
 
-from providers.outbound import READ_CHUNK
+from providers.http.client import READ_CHUNK
 
 SIZE = 10 * 1000 * 1000
 SECRET = "sk-proj-9fK2mQ7xR4tV8wZ1bN5cL3hJ6gD0sA"  # noqa: S105 (made up: the injected value)

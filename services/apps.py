@@ -8,11 +8,11 @@ class ServicesConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the system checks and the OpenAPI description of the token scheme.
-        from providers import outbound
+        from providers.http.client import before_waiting
         from services import checks  # noqa: F401
         from services.api import schema  # noqa: F401
         from services.storage import checks as storage_checks  # noqa: F401
         from services.storage.connections import give_back_connections
 
         # A request that waits on a provider holds no database connection meanwhile.
-        outbound.before_waiting(give_back_connections)
+        before_waiting(give_back_connections)

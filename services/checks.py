@@ -10,17 +10,17 @@ from django.core.checks import Error, Tags, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
-from providers.management.base import manage_command
-from providers.oauth import OAuthUrlError, parse_oauth_urls
-from providers.outbound import parse_allowed_hosts
-from providers.verification import (
+from providers.bases import (
     BaseUrlError,
     parse_base_urls,
     parse_host_patterns,
     unknown_bases,
 )
+from providers.http.destinations import parse_allowed_hosts
+from providers.oauth import OAuthUrlError, parse_oauth_urls
 from services.checkpoints import audit_keys
 from services.crypto import KeyRing, KeyRingError, key_ring
+from services.management.base import manage_command
 from services.rates import RateError, parse_rate
 from services.sealed import outside_ring
 

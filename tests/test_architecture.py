@@ -117,6 +117,24 @@ def test_providers_import_nothing_of_services():
     assert {name: found for name, found in leaks.items() if found} == {}
 
 
+def test_the_outbound_client_imports_nothing_of_the_rest_of_the_project():
+    """providers/http/ speaks HTTP and knows no catalog, check or account: the rest of the
+    project imports it, never the reverse."""
+    graph = import_graph()
+    client = {name for name in graph if name.startswith("providers.http.")}
+    assert "providers.http.client" in client
+    leaks = {
+        name: sorted(target for target in graph[name] if not target.startswith("providers.http"))
+        for name in client
+    }
+    assert {name: found for name, found in leaks.items() if found} == {}
+
+
+def test_no_command_infrastructure_lives_in_providers():
+    """Every management command and their base class live in services/management/."""
+    assert not [name for name in project_modules() if name.startswith("providers.management")]
+
+
 def test_the_business_rules_import_nothing_of_the_http_layer():
     """Only the HTTP layer itself, the project's wiring and the app's start-up reach into
     services/api/."""

@@ -12,7 +12,12 @@ import time
 import pytest
 from django.test import Client
 
-from providers import catalog, outbound
+from providers import catalog
+from providers.http import resolving
+from providers.http.addresses import is_public
+from providers.http.destinations import named_destination, parse_allowed_hosts
+from providers.http.failures import Failure, OutboundError
+from providers.http.resolving import address_for
 from scripts.harness import Gunicorn, migrated_account, request, server_env
 from scripts.stand_ins import ProviderServer
 from services.broker import destination
@@ -178,7 +183,7 @@ class TestAddresses:
         ],
     )
     def test_what_counts_as_public(self, address, public):
-        assert outbound.is_public(address) is public
+        assert is_public(address) is public
 
     @pytest.mark.django_db
     def test_a_name_resolving_to_nat64_of_a_private_address_is_refused(
@@ -187,7 +192,7 @@ class TestAddresses:
         assert alice_api.store("github", creds(api_key=marked("gh"))).status_code == 201
         grant(alice_api, "bot", ["github"])
         token = agent_token(alice_api, "bot")
-        monkeypatch.setattr(outbound, "resolver", lambda host, port: ["64:ff9b::a9fe:a9fe"])
+        monkeypatch.setattr(resolving, "resolver", lambda host, port: ["64:ff9b::a9fe:a9fe"])
         assert_problem(call(token, "GET", "/user"), 502, "upstream_unavailable")
 
 
@@ -196,36 +201,36 @@ class TestAllowedHosts:
     pattern matched, a followed redirect) may reach although not public or not https."""
 
     def test_entries_are_hosts_with_or_without_a_port(self):
-        parsed = outbound.parse_allowed_hosts(" Stand-In.internal ,127.0.0.1:8443,[::1]:9000,")
+        parsed = parse_allowed_hosts(" Stand-In.internal ,127.0.0.1:8443,[::1]:9000,")
         assert parsed == {("stand-in.internal", None), ("127.0.0.1", 8443), ("::1", 9000)}
 
     @pytest.mark.parametrize("entry", ["http://x", "x:port", "user@x", "x/y", ":80"])
     def test_anything_else_is_refused(self, entry):
         with pytest.raises(ValueError, match="is not a host or host:port"):
-            outbound.parse_allowed_hosts(entry)
+            parse_allowed_hosts(entry)
 
     def test_an_unnamed_url_must_be_https(self, settings):
         settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS = ""
-        assert outbound.named_destination("http://files.example.com/x") is None
-        assert outbound.named_destination("ftp://files.example.com/x") is None
-        found = outbound.named_destination("https://files.example.com/x")
+        assert named_destination("http://files.example.com/x") is None
+        assert named_destination("ftp://files.example.com/x") is None
+        found = named_destination("https://files.example.com/x")
         assert (found.host, found.port, found.configured) == ("files.example.com", 443, False)
 
     def test_a_named_host_may_be_private_and_plain_http(self, settings):
         settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS = "127.0.0.1:8443,stand-in.internal"
-        found = outbound.named_destination("http://127.0.0.1:8443/x")
+        found = named_destination("http://127.0.0.1:8443/x")
         assert (found.scheme, found.host, found.configured) == ("http", "127.0.0.1", True)
-        assert outbound.named_destination("http://stand-in.internal:81/").configured is True
+        assert named_destination("http://stand-in.internal:81/").configured is True
         # Another port of a host named with one is not named.
-        assert outbound.named_destination("http://127.0.0.1:8444/x") is None
-        assert outbound.named_destination("https://127.0.0.1:8444/x").configured is False
+        assert named_destination("http://127.0.0.1:8444/x") is None
+        assert named_destination("https://127.0.0.1:8444/x").configured is False
 
     def test_an_unnamed_private_address_is_still_refused(self, settings):
         settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS = ""
-        found = outbound.named_destination("https://127.0.0.1:8443/x")
-        with pytest.raises(outbound.OutboundError) as refused:
-            outbound.address_for(found, seconds=1)
-        assert refused.value.kind is outbound.Failure.ADDRESS_REFUSED
+        found = named_destination("https://127.0.0.1:8443/x")
+        with pytest.raises(OutboundError) as refused:
+            address_for(found, seconds=1)
+        assert refused.value.kind is Failure.ADDRESS_REFUSED
 
 
 class TestHasDestination:

@@ -24,7 +24,7 @@ from providers.catalog import (
     parse_catalog,
 )
 from providers.listing import render_table
-from providers.management.commands.render_provider_table import END, PROVIDERS_DOC, START
+from services.management.commands.render_provider_table import END, PROVIDERS_DOC, START
 from services.masking import Secret
 from tests.support import CATALOG_ENTRY, marked
 

@@ -1,4 +1,4 @@
-"""The one deadline thread per process (providers/deadlines.py) that ends late request bodies
+"""The one deadline thread per process (providers/http/deadlines.py) that ends late request bodies
 and outbound calls (test_proxy.py shows that a brokered call starts no thread of its own)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from providers.deadlines import Deadlines
+from providers.http.deadlines import Deadlines
 
 
 def wait_for(condition, seconds: float = 2.0) -> bool:

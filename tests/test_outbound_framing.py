@@ -19,7 +19,10 @@ from contextlib import suppress
 
 import pytest
 
-from providers import outbound
+from providers.http.client import send
+from providers.http.connections import pools
+from providers.http.destinations import Destination
+from providers.http.failures import Failure, OutboundError
 from services.models import AuditEvent
 from tests.support import agent_token, call, creds, marked, put_agent
 
@@ -127,9 +130,9 @@ def notes_provider(settings) -> Iterator[NotesProvider]:
     provider = NotesProvider()
     with SocketStandIn(provider.serve) as server:
         settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": server.url})
-        outbound.pools.clear()
+        pools.clear()
         yield provider
-    outbound.pools.clear()
+    pools.clear()
 
 
 def connect_github(api) -> tuple[str, str]:
@@ -244,9 +247,9 @@ def scripted(settings):
         settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"github": server.url})
         return provider
 
-    outbound.pools.clear()
+    pools.clear()
     yield start
-    outbound.pools.clear()
+    pools.clear()
     for server in servers:
         server.__exit__()
 
@@ -384,10 +387,10 @@ class TestABadAnswerIs502:
 
 
 def test_the_client_never_sends_a_body_on_get_head_or_options():
-    destination = outbound.Destination("http", "127.0.0.1", 9, "", configured=True)
+    destination = Destination("http", "127.0.0.1", 9, "", configured=True)
     for method in ("GET", "HEAD", "OPTIONS"):
         with pytest.raises(ValueError, match="carries no body"):
-            outbound.send(
+            send(
                 destination=destination,
                 method=method,
                 target="/",
@@ -441,12 +444,12 @@ class TestNoLibraryLogsASecret:
     ):
         with SocketStandIn(EchoingMalformedProvider().serve) as server:
             settings.CREDVAULT_PROVIDER_BASE_URLS = json.dumps({"telegram": server.url})
-            outbound.pools.clear()
+            pools.clear()
             key = marked("tg")
             assert alice_api.store("telegram", creds(bot_token=key)).status_code == 201
             assert put_agent(alice_api, "bot", ["telegram"]).status_code == 201
             response = call(agent_token(alice_api, "bot"), "GET", "telegram", "/getMe")
-            outbound.pools.clear()
+            pools.clear()
         assert any(r.name.startswith("urllib3") for r in every_log_record.records)
         assert_nowhere_in(every_log_record.records, key)
         assert key not in every_log_record.text
@@ -459,8 +462,8 @@ class TestNoLibraryLogsASecret:
         for provider in (EchoingMalformedProvider(), ScriptedProvider()):
             with SocketStandIn(provider.serve) as server:
                 try:
-                    answer = outbound.send(
-                        destination=outbound.Destination.from_base_url(server.url, configured=True),
+                    answer = send(
+                        destination=Destination.from_base_url(server.url, configured=True),
                         method="GET",
                         target=f"/bot{key}/getMe",
                         headers={},
@@ -469,12 +472,12 @@ class TestNoLibraryLogsASecret:
                         max_answer=1000,
                     )
                     outcomes.append(answer.status)
-                except outbound.OutboundError as error:
+                except OutboundError as error:
                     outcomes.append(error.kind)
-        outbound.pools.clear()
+        pools.clear()
         assert len([r for r in every_log_record.records if r.name.startswith("urllib3")]) >= 2
         assert_nowhere_in(every_log_record.records, key)
-        assert outcomes == [outbound.Failure.BAD_ANSWER, 200]
+        assert outcomes == [Failure.BAD_ANSWER, 200]
 
     def test_urllib3_used_directly_logs_no_url_and_no_line_of_a_malformed_answer(
         self, every_log_record

@@ -21,8 +21,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from providers import outbound
 from providers.catalog import CatalogError, parse_catalog, parse_host_pattern
+from providers.http import resolving
 from scripts.stand_ins import ProviderServer
 from services import checks
 from services.models import AuditEvent, Grant
@@ -70,12 +70,12 @@ def index_host(settings, monkeypatch, servers) -> ProviderServer:
         {"pinecone": f"http://*.svc.*.pinecone.io:{port}"}
     )
     settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS = f"{INDEX_HOST}:{port}"
-    monkeypatch.setattr(outbound, "resolver", _loopback_for(INDEX_HOST))
+    monkeypatch.setattr(resolving, "resolver", _loopback_for(INDEX_HOST))
     return other
 
 
 def _loopback_for(name: str):
-    real = outbound.resolver
+    real = resolving.resolver
 
     def resolve(host: str, port: int) -> list[str]:
         return ["127.0.0.1"] if host == name else real(host, port)

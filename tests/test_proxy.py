@@ -18,7 +18,11 @@ import pytest
 from django.utils import timezone
 
 from providers import catalog as catalog_module
-from providers import outbound
+from providers.http import connections, resolving
+from providers.http.addresses import is_public
+from providers.http.connections import pools
+from providers.http.failures import OutboundError
+from providers.http.resolving import address_for
 from scripts.stand_ins import ProviderServer
 from services.models import AgentToken, AuditEvent
 from tests.support import (
@@ -114,7 +118,7 @@ class TestTheCallAsTheProviderReceivesIt:
 
     def test_a_call_starts_no_thread(self, github, provider_server, monkeypatch):
         """The whole-call deadline is one entry in the process's scheduler
-        (providers/deadlines.py), not a thread and a timer per call; an address is not looked
+        (providers/http/deadlines.py), not a thread and a timer per call; an address is not looked
         up."""
         _, token = github
         assert call(token, "GET", "github", "/user").status_code == 200  # the scheduler starts
@@ -410,7 +414,7 @@ class TestAddresses:
         token = agent_token(alice_api, "bot")
         asked = []
         monkeypatch.setattr(
-            outbound, "resolver", lambda host, port: asked.append((host, port)) or answer
+            resolving, "resolver", lambda host, port: asked.append((host, port)) or answer
         )
         response = call(token, "GET", "github", "/user")
         assert response.status_code == 502
@@ -422,7 +426,7 @@ class TestAddresses:
         [("140.82.112.5", True), ("2606:4700::1111", True), ("10.1.2.3", False)],
     )
     def test_is_public(self, address, public):
-        assert outbound.is_public(address) is public
+        assert is_public(address) is public
 
 
 @pytest.mark.django_db
@@ -485,15 +489,15 @@ class TestTheExtraCatalog:
         assert provider_server.requests[-1].headers["Authorization"] == f"Bearer {value}"
 
     def test_an_operator_entrys_host_may_be_private(self, extra, monkeypatch):
-        monkeypatch.setattr(outbound, "resolver", lambda host, port: ["10.0.0.5"])
+        monkeypatch.setattr(resolving, "resolver", lambda host, port: ["10.0.0.5"])
         from services.broker.destination import destination_for
 
         destination = destination_for(catalog_module.get("internal-billing"))
         assert destination.configured
-        assert outbound.address_for(destination, seconds=1) == "10.0.0.5"
+        assert address_for(destination, seconds=1) == "10.0.0.5"
         github = destination_for(catalog_module.get("github"))
-        with pytest.raises(outbound.OutboundError):
-            outbound.address_for(github, seconds=1)
+        with pytest.raises(OutboundError):
+            address_for(github, seconds=1)
 
     def test_an_invalid_entry_names_the_entry_and_the_field(self, extra):
         extra.write_text(self.ENTRY.replace('category = "developer"', 'category = "x"'))
@@ -631,13 +635,13 @@ def _serve_own_hosts(tmp_path, monkeypatch, *, loopback_is_public: bool):
             raise OSError("no such name on the test network")
         return ["127.0.0.1"]
 
-    real_public, real_get = outbound.is_public, outbound.pools.get
-    monkeypatch.setattr(outbound, "resolver", resolve)
+    real_public, real_get = is_public, pools.get
+    monkeypatch.setattr(resolving, "resolver", resolve)
     monkeypatch.setattr(
-        outbound, "tls_context", lambda: ssl.create_default_context(cafile=authority)
+        connections, "tls_context", lambda: ssl.create_default_context(cafile=authority)
     )
     monkeypatch.setattr(
-        outbound.pools,
+        pools,
         "get",
         lambda destination, address, key=(): real_get(
             dataclasses.replace(destination, port=port)
@@ -648,8 +652,8 @@ def _serve_own_hosts(tmp_path, monkeypatch, *, loopback_is_public: bool):
         ),
     )
     if loopback_is_public:
-        monkeypatch.setattr(outbound, "is_public", lambda a: a == "127.0.0.1" or real_public(a))
-    outbound.pools.clear()
+        monkeypatch.setattr(resolving, "is_public", lambda a: a == "127.0.0.1" or real_public(a))
+    pools.clear()
     return server
 
 
@@ -657,7 +661,7 @@ def _serve_own_hosts(tmp_path, monkeypatch, *, loopback_is_public: bool):
 def own_hosts(tmp_path, monkeypatch):
     server = _serve_own_hosts(tmp_path, monkeypatch, loopback_is_public=True)
     yield server
-    outbound.pools.clear()
+    pools.clear()
     server.stop()
 
 
@@ -666,7 +670,7 @@ def own_hosts_on_loopback(tmp_path, monkeypatch):
     """The same stand-in, where 127.0.0.1 is what it is: not a public address."""
     server = _serve_own_hosts(tmp_path, monkeypatch, loopback_is_public=False)
     yield server
-    outbound.pools.clear()
+    pools.clear()
     server.stop()
 
 

@@ -14,7 +14,7 @@ import pytest
 from django.db import connections, transaction
 from django.test import Client
 
-from providers import outbound
+from providers.http import client
 from scripts.harness import Gunicorn, request, server_env
 from scripts.stand_ins import ProviderServer
 from services.models import Account, AuditEvent
@@ -117,13 +117,13 @@ def test_a_request_holds_no_database_connection_while_the_provider_answers(
     calls do not hold the connections the other requests need (storage/connections.py, run
     by the outbound client before every request it sends)."""
     held_during_call = []
-    exchange = outbound.address_for
+    exchange = client.address_for
 
     def observed(*args, **kwargs):
         held_during_call.append(connections["default"].connection is not None)
         return exchange(*args, **kwargs)
 
-    monkeypatch.setattr(outbound, "address_for", observed)
+    monkeypatch.setattr(client, "address_for", observed)
     assert alice_api.test("github", creds(api_key="ghp_x")).status_code == 200
     assert held_during_call == [False]
 
@@ -142,13 +142,13 @@ def test_a_call_holds_no_database_connection_object_while_it_waits_or_streams(
         200, headers={"Content-Type": "text/event-stream"}, chunks=(b"data: 1\n\n", b"data: 2\n\n")
     )
     during_call = []
-    exchange = outbound.address_for
+    exchange = client.address_for
 
     def observed(*args, **kwargs):
         during_call.append(connections.all(initialized_only=True))
         return exchange(*args, **kwargs)
 
-    monkeypatch.setattr(outbound, "address_for", observed)
+    monkeypatch.setattr(client, "address_for", observed)
     before = connections["default"]
     response = Client().get(
         f"{PROXY_PREFIX}/github/stream", headers={"Authorization": f"Bearer {token}"}

@@ -113,7 +113,7 @@ class TestSystemChecks:
             "-v",
             "0",
             "-c",
-            "from providers.verification import base_url_for; from providers.catalog import get; "
+            "from providers.bases import base_url_for; from providers.catalog import get; "
             "print(base_url_for(get('github')), base_url_for(get('gitlab')))",
             CREDVAULT_PROVIDER_BASE_URLS='{"github": "https://ghe.example.com/api/v3"}',
         )

@@ -15,7 +15,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
-from providers import outbound
+from providers.http.client import BODILESS_METHODS
 from providers.identifiers import InvalidIdentifier, normalize_service, split_base
 from services import credentials
 from services.api.authentication import AgentTokenAuthentication, path_token
@@ -89,7 +89,7 @@ def proxy_body(request: ApiRequest) -> bytes:
     OPTIONS, whose requests carry no body: a provider that does not read one takes it for the
     start of the next request on the connection."""
     body = body_at_most(request, int(settings.CREDVAULT_PROXY_MAX_BODY))
-    if body and request.method in outbound.BODILESS_METHODS:
+    if body and request.method in BODILESS_METHODS:
         raise InvalidProxyRequest()
     return body
 

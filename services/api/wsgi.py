@@ -26,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 
-from providers.deadlines import deadlines
+from providers.http.deadlines import deadlines
 from services.exceptions import (
     BodyTimeout,
     LengthRequired,
@@ -59,8 +59,8 @@ def problem_before_django(
 
 
 class BodyWatch:
-    """Shuts the reading side of a socket whose body is late (`providers.deadlines`). A blocked
-    `recv` then returns at once with no data, so the reader sees the body end early."""
+    """Shuts the reading side of a socket whose body is late (`providers.http.deadlines`). A
+    blocked `recv` then returns at once with no data, so the reader sees the body end early."""
 
     def __init__(self, sock: socket.socket, seconds: float) -> None:
         self.sock = sock

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from providers import outbound
+from providers.http.client import OpenAnswer
+from providers.http.failures import Failure
 from services.broker.headers import canonical, header_tokens
 from services.broker.redaction import Redaction
 from services.broker.streams import PassedOn
@@ -58,7 +59,7 @@ class ProxyAnswer:
     stream: PassedOn | None = None
 
 
-def readable(answer: outbound.OpenAnswer) -> None:
+def readable(answer: OpenAnswer) -> None:
     """Refuse an answer in a coding credvault cannot read (nor so redact), its connection
     closed."""
     if not header_tokens(answer.headers, "content-encoding") <= DECODED_CODINGS:
@@ -66,7 +67,7 @@ def readable(answer: outbound.OpenAnswer) -> None:
         raise UpstreamUnavailable("The provider answered in an encoding credvault cannot read.")
 
 
-def passed_whole(answer: outbound.OpenAnswer, *, method: str) -> bool:
+def passed_whole(answer: OpenAnswer, *, method: str) -> bool:
     """Whether the answer's body is read whole before it is passed on: none may follow its
     head (HEAD, 204, 304), or its Content-Length is at most WHOLE_ANSWER_MOST."""
     if method == "HEAD" or answer.status in (204, 304):
@@ -75,7 +76,7 @@ def passed_whole(answer: outbound.OpenAnswer, *, method: str) -> bool:
     return length is not None and length <= WHOLE_ANSWER_MOST
 
 
-def addresses_in_body(answer: outbound.OpenAnswer, *, answer_urls: str, method: str) -> bool:
+def addresses_in_body(answer: OpenAnswer, *, answer_urls: str, method: str) -> bool:
     """Whether the answer's body is JSON whose absolute URLs are moved onto the proxy: the
     catalog says the provider's answers carry them (`answer_urls = "json"`) and the answer's
     Content-Type is JSON (`application/json`, or a `+json` type). Such a body is read whole
@@ -93,7 +94,7 @@ def addresses_in_body(answer: outbound.OpenAnswer, *, answer_urls: str, method: 
 
 
 def agents_headers(
-    answer: outbound.OpenAnswer, redaction: Redaction, *, method: str
+    answer: OpenAnswer, redaction: Redaction, *, method: str
 ) -> list[tuple[str, str]]:
     """The provider's end-to-end headers less Set-Cookie, credvault's own and a proxy's (by
     their canonical names: `X_Accel_Redirect` too), each with every injected value redacted.
@@ -112,14 +113,14 @@ def agents_headers(
     ]
 
 
-def failure(kind: outbound.Failure) -> Exception:
+def failure(kind: Failure) -> Exception:
     """The refusal the agent gets for a call that failed on its way to the provider."""
-    if kind is outbound.Failure.TIMEOUT:
+    if kind is Failure.TIMEOUT:
         return UpstreamTimeout()
-    if kind is outbound.Failure.TOO_LARGE:
+    if kind is Failure.TOO_LARGE:
         return UpstreamTooLarge()
-    if kind is outbound.Failure.ADDRESS_REFUSED:
+    if kind is Failure.ADDRESS_REFUSED:
         return UpstreamUnavailable("The provider's address is not a public one.")
-    if kind is outbound.Failure.BAD_ANSWER:
+    if kind is Failure.BAD_ANSWER:
         return UpstreamBadAnswer()
     return UpstreamUnavailable()

@@ -23,7 +23,9 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import DatabaseError
 
-from providers import catalog, outbound, sensitive
+from providers import catalog, sensitive
+from providers.http.client import BODILESS_METHODS, OpenAnswer, open_answer
+from providers.http.failures import OutboundError
 from providers.identifiers import OAUTH
 from services import audit
 from services.access import GrantedSet, granted_set, refreshed_set, usable_set
@@ -105,7 +107,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
         headers=request.headers, path=request.raw_path, query=request.query, body=request.body
     )
     methods = methods_named(method=request.method, headers=request.headers, query=request.query)
-    if request.body and methods & outbound.BODILESS_METHODS:
+    if request.body and methods & BODILESS_METHODS:
         # An override that names GET, HEAD or OPTIONS on a request with a body: a provider
         # that honours it reads the body as the start of the next request.
         raise InvalidProxyRequest()
@@ -152,7 +154,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
             if passed_whole(answer, method=request.method) or moved_in_body:
                 try:
                     body = answer.read_all()
-                except outbound.OutboundError as exc:
+                except OutboundError as exc:
                     raise failure(exc.kind) from None
                 if moved_in_body:
                     body = json_onto_proxy(
@@ -255,7 +257,7 @@ class Sent:
     """A request sent to the provider: its answer (the head in, the body still to read), the
     redaction of every value it injected, the API base it went to, and its URL."""
 
-    answer: outbound.OpenAnswer
+    answer: OpenAnswer
     redaction: Redaction
     api_base: str
     request_url: str
@@ -295,10 +297,10 @@ def _call_provider(
     return sent
 
 
-def _read_ahead(answer: outbound.OpenAnswer) -> None:
+def _read_ahead(answer: OpenAnswer) -> None:
     try:
         answer.read_ahead()
-    except outbound.OutboundError as exc:
+    except OutboundError as exc:
         raise failure(exc.kind) from None
 
 
@@ -330,7 +332,7 @@ def _send(
     redaction = Redaction(placed.sent)
     sending(redaction.apply(joined.path.encode()).decode(errors="replace"))
     try:
-        answer = outbound.open_answer(
+        answer = open_answer(
             destination=destination,
             method=request.method,
             target=target,
@@ -343,7 +345,7 @@ def _send(
             max_answer=int(settings.CREDVAULT_PROXY_MAX_RESPONSE),
             pool_key=pool_key,
         )
-    except outbound.OutboundError as exc:
+    except OutboundError as exc:
         raise failure(exc.kind) from None
     origin = f"{destination.scheme}://{destination.authority}"
     api_base = origin + destination.base_path + placed.path_prefix

@@ -15,7 +15,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from providers import catalog, outbound, placement, verification
+from providers import bases, catalog, placement
+from providers.http.destinations import Destination, named_destination
 from providers.identifiers import BASE_NAME_PATTERN, BASE_SEPARATOR, HOST_BASE
 from services.exceptions import InvalidProxyPath, NotProxyable
 
@@ -75,7 +76,7 @@ def checked_base(provider: catalog.Provider | None, base: Base) -> None:
     if provider is None or base.name not in provider.base_names:
         raise InvalidProxyPath("The service has no base of this name.")
     if base.name == HOST_BASE:
-        pattern = verification.host_pattern_for(provider)
+        pattern = bases.host_pattern_for(provider)
         if pattern is None or not pattern.matches(base.host):
             raise InvalidProxyPath("The host does not match the service's host pattern.")
 
@@ -85,31 +86,27 @@ def destination_for(
     fields: Mapping[str, placement.Revealable] | None = None,
     *,
     base: Base = Base(),
-) -> outbound.Destination:
-    """The API base of calls with the set `fields` (`verification.destination_for`: the
+) -> Destination:
+    """The API base of calls with the set `fields` (`bases.destination_for`: the
     operator's override, the connection's own API host, the catalog's), or NotProxyable.
 
     A named base goes to its server-side override (CREDVAULT_PROVIDER_BASE_URLS'
     `{service}~{base}`), else to the catalog's URL. A `~host` call goes to the host it chose
     (`checked_base` has matched it) under the outbound rules of a URL no configuration chose
-    (`outbound.named_destination`: https to public addresses, unless
+    (`named_destination`: https to public addresses, unless
     CREDVAULT_OUTBOUND_ALLOWED_HOSTS names the host)."""
     if base.name == HOST_BASE:
-        pattern = verification.host_pattern_for(provider)
-        found = outbound.named_destination(pattern.url(base.host)) if pattern else None
+        pattern = bases.host_pattern_for(provider)
+        found = named_destination(pattern.url(base.host)) if pattern else None
         if found is None:
             raise NotProxyable("The host may not be reached: it is not https.")
         return found
     if base.name:
-        override = verification.configured_base_urls().get(
-            f"{provider.id}{BASE_SEPARATOR}{base.name}"
-        )
+        override = bases.configured_base_urls().get(f"{provider.id}{BASE_SEPARATOR}{base.name}")
         if override is not None:
-            return outbound.Destination.from_base_url(override, configured=True)
-        return outbound.Destination.from_base_url(
-            provider.bases[base.name], configured=provider.operator
-        )
-    destination = verification.destination_for(provider, fields)
+            return Destination.from_base_url(override, configured=True)
+        return Destination.from_base_url(provider.bases[base.name], configured=provider.operator)
+    destination = bases.destination_for(provider, fields)
     if destination is None:
         raise NotProxyable("This provider's host is the customer's own: the operator sets it.")
     return destination
@@ -118,7 +115,7 @@ def destination_for(
 def has_destination(provider: catalog.Provider) -> bool:
     """Whether brokered calls to `provider` have somewhere to go before any set is read: the
     server's or the catalog's address, or the connection's own API host (its set holds it)."""
-    return provider.api_host is not None or verification.destination_for(provider) is not None
+    return provider.api_host is not None or bases.destination_for(provider) is not None
 
 
 def placed_credential(

@@ -4,7 +4,7 @@ the agent, whose SDK would follow them with the agent token.
 A redirect that stays under the service's API base (judged by `locations.judged`) is passed
 back, moved onto the proxy. One that leaves is followed when it is a 301, 302 or 303 answer to
 a GET or HEAD: the same method, with no credential, none of the agent's headers and no body,
-under the outbound address rules (`outbound.named_destination`), at most MOST_HOPS times,
+under the outbound address rules (`named_destination`), at most MOST_HOPS times,
 within what is left of CREDVAULT_PROXY_MAX_DURATION. Any other is 502
 `upstream_foreign_redirect`, with no `Location` (docs/agents.md#brokered-access).
 """
@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from providers import outbound
+from providers.http.client import OpenAnswer, open_answer
+from providers.http.destinations import Destination, named_destination
+from providers.http.failures import Failure, OutboundError
 from services.broker.answers import failure
 from services.broker.locations import judged
 from services.exceptions import UpstreamForeignRedirect
@@ -38,16 +40,16 @@ _TARGET = re.compile(r"/[!-~]*")
 class Landed:
     """The answer the agent gets, and the URL of the request that it answers."""
 
-    answer: outbound.OpenAnswer
+    answer: OpenAnswer
     request_url: str
 
 
-def is_redirect(answer: outbound.OpenAnswer) -> bool:
+def is_redirect(answer: OpenAnswer) -> bool:
     return 300 <= answer.status < 400 and answer.status != 304 and _location(answer) is not None
 
 
 def followed(
-    answer: outbound.OpenAnswer,
+    answer: OpenAnswer,
     *,
     method: str,
     request_url: str,
@@ -80,13 +82,13 @@ def followed(
     return Landed(answer, request_url)
 
 
-def _location(answer: outbound.OpenAnswer) -> str | None:
+def _location(answer: OpenAnswer) -> str | None:
     return next(
         (value.strip() for name, value in answer.headers if name.lower() == "location"), None
     )
 
 
-def _destination(url: str) -> outbound.Destination | None:
+def _destination(url: str) -> Destination | None:
     """Where a followed hop may go, or None: an http(s) URL without user info whose host the
     outbound rules allow, with a request target that can be sent as it is."""
     if not url:
@@ -94,7 +96,7 @@ def _destination(url: str) -> outbound.Destination | None:
     authority = url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
     if "@" in authority:
         return None
-    destination = outbound.named_destination(url)
+    destination = named_destination(url)
     if destination is None or not _TARGET.fullmatch(_target(url)):
         return None
     return destination
@@ -111,29 +113,29 @@ def _target(url: str) -> str:
     return target if target.startswith("/") else "/" + target
 
 
-def _done_with(answer: outbound.OpenAnswer) -> None:
+def _done_with(answer: OpenAnswer) -> None:
     """A redirect's body read to its end when short (its connection kept), else closed."""
     length = answer.declared_length
     if length is not None and length <= READ_REDIRECT_BODY_MOST:
-        with suppress(outbound.OutboundError):  # a failed read closes the answer itself
+        with suppress(OutboundError):  # a failed read closes the answer itself
             answer.read_all()
     else:
         answer.close()
 
 
 def _hop(
-    destination: outbound.Destination,
+    destination: Destination,
     method: str,
     url: str,
     pool_key: Hashable,
     started: float,
-) -> outbound.OpenAnswer:
+) -> OpenAnswer:
     """One followed request: `method` at `url`, nothing of the agent's or the credential."""
     left = float(settings.CREDVAULT_PROXY_MAX_DURATION) - (time.monotonic() - started)
     if left <= 0:
-        raise failure(outbound.Failure.TIMEOUT)
+        raise failure(Failure.TIMEOUT)
     try:
-        answer = outbound.open_answer(
+        answer = open_answer(
             destination=destination,
             method=method,
             target=_target(url),
@@ -144,8 +146,8 @@ def _hop(
             max_answer=int(settings.CREDVAULT_PROXY_MAX_RESPONSE),
             pool_key=pool_key,
         )
-    except outbound.OutboundError as exc:
-        if exc.kind is outbound.Failure.ADDRESS_REFUSED:
+    except OutboundError as exc:
+        if exc.kind is Failure.ADDRESS_REFUSED:
             raise UpstreamForeignRedirect() from None
         raise failure(exc.kind) from None
     return answer

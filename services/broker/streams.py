@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 import gevent
 from gevent import monkey
 
-from providers import outbound
+from providers.http.client import OpenAnswer
+from providers.http.failures import OutboundError
 from services.broker.redaction import Redaction, StreamRedaction
 from services.models import AuditOutcome
 
@@ -52,7 +53,7 @@ class PassedOn:
     def __init__(
         self,
         *,
-        answer: outbound.OpenAnswer,
+        answer: OpenAnswer,
         redaction: Redaction,
         finished: Callable[[AuditOutcome], None],
     ) -> None:
@@ -71,7 +72,7 @@ class PassedOn:
                 if passed := stream.feed(piece):
                     yield passed
                 _pause()
-        except outbound.OutboundError:
+        except OutboundError:
             self._finish(AuditOutcome.CUT)
             raise StreamCut() from None
         if rest := stream.end():

@@ -1,5 +1,5 @@
-from providers.management.base import CredvaultCommand
 from services.accounts import create_account, issue_token
+from services.management.base import CredvaultCommand
 from services.models import Account
 
 

@@ -1,9 +1,9 @@
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, named_or_all
 from services.checkpoints import write_checkpoint
 from services.crypto import KeyRingError
+from services.management.base import CredvaultCommand
 
 
 class Command(CredvaultCommand):

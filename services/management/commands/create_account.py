@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, create_account
+from services.management.base import CredvaultCommand
 
 
 class Command(CredvaultCommand):

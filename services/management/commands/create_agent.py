@@ -1,7 +1,6 @@
 from django.core.management.base import CommandError
 
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
-from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
 from services.agents import put_agent
 from services.audit import Actor
@@ -12,6 +11,7 @@ from services.grants import (
     graphql_errors,
     option_errors,
 )
+from services.management.base import CredvaultCommand
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
 
 

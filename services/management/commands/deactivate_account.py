@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account, set_account_active
+from services.management.base import CredvaultCommand
 
 
 class Command(CredvaultCommand):

@@ -2,9 +2,9 @@ from datetime import timedelta
 
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, expire_token
 from services.bearer_tokens import MAX_LIFETIME_DAYS
+from services.management.base import CredvaultCommand
 
 
 class Command(CredvaultCommand):

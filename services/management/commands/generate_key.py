@@ -1,6 +1,6 @@
 from providers.checks import CATALOG_TAG
-from providers.management.base import CredvaultCommand
 from services.crypto import generate_key_entry
+from services.management.base import CredvaultCommand
 
 
 class Command(CredvaultCommand):

@@ -1,11 +1,11 @@
 from django.core.management.base import CommandError
 
 from providers.identifiers import InvalidIdentifier, normalize_service
-from providers.management.base import CredvaultCommand, manage_command
 from services.accounts import AccountError, get_account, refuse_if_deactivated
 from services.agents import issue_agent_token
 from services.audit import Actor
 from services.exceptions import AgentNotFound
+from services.management.base import CredvaultCommand, manage_command
 from services.management.expiry import add_expires_in, lifetime
 
 

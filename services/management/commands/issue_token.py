@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand, manage_command
 from services.accounts import AccountError, get_account, issue_token
+from services.management.base import CredvaultCommand, manage_command
 from services.management.expiry import add_expires_in, lifetime
 
 

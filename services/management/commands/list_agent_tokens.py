@@ -2,8 +2,8 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
-from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, get_account
+from services.management.base import CredvaultCommand
 from services.management.listing import token_status, when
 from services.models import Agent, AgentToken
 

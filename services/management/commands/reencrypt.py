@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand
 from services.crypto import DecryptionError, KeyRingError, key_ring
+from services.management.base import CredvaultCommand
 from services.rotation import pending_count, reencrypt_batch
 
 

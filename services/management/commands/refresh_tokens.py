@@ -1,6 +1,6 @@
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand
+from services.management.base import CredvaultCommand
 from services.models import Account
 from services.oauth.expiring import due_sets, refresh_due_set
 

@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, find_token, revoke_token, revoked_at
+from services.management.base import CredvaultCommand
 
 
 class Command(CredvaultCommand):

@@ -3,11 +3,11 @@ import re
 
 from django.core.management.base import CommandError
 
-from providers.management.base import CredvaultCommand
 from services.accounts import AccountError, named_or_all
 from services.audit import verify_chain, verify_completions
 from services.checkpoints import check_expected, verify_checkpoints
 from services.crypto import KeyRingError
+from services.management.base import CredvaultCommand
 from services.models import Account
 
 EXPECTED = re.compile(r"([1-9][0-9]{0,18}):([0-9a-f]{64})")

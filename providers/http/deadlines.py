@@ -2,8 +2,8 @@
 
 Two things in credvault end what is late by shutting a socket down: the WSGI wrapper, a request
 body that has not arrived in time (`services/api/wsgi.py`), and the outbound client, a call to a
-provider past its bound (`providers/outbound.py`). Both schedule here. `schedule()` costs a lock
-and a heap push, not a thread or a timer per request; the thread wakes when the earliest
+provider past its bound (`providers/http/watchdog.py`). Both schedule here. `schedule()` costs a
+lock and a heap push, not a thread or a timer per request; the thread wakes when the earliest
 deadline still scheduled passes.
 
 Once `cancel()` has returned, the callback is not running and never will: callbacks run under

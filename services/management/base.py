@@ -11,12 +11,7 @@ on standard error and a non-zero exit, never a traceback or a page of usage.
 - What a command refuses itself is a CommandError with a one-line message, which Django
   prints as `CommandError: ...` with exit status 1.
 
-Errors and hints name the command as the operator runs it (`manage_command`): `manage.py`
-in a checkout, `credvault-manage` (deploy/credvault-manage, which runs the venv's
-`django-admin`) where credvault is installed.
-
-It lives in `providers`, the app that depends on no other, so that the commands of both apps
-share it.
+Errors and hints name the command as the operator runs it (`manage_command`).
 """
 
 from __future__ import annotations
