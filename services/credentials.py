@@ -6,7 +6,6 @@ Plain functions with keyword-only arguments. Each records its audit event as it 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -26,9 +25,8 @@ from services.exceptions import (
     VerificationFailed,
     field_error,
 )
-from services.masking import Secret
 from services.models import AuditEvent, ConnectedService
-from services.sealed import seal_set
+from services.sealed import OpenedSet, seal_set
 from services.storage import queries
 from services.storage.transactions import account_transaction
 
@@ -39,7 +37,7 @@ class CredentialSet:
 
     service: str
     key_type: str
-    fields: Sequence[tuple[str, Secret]]
+    fields: OpenedSet
 
     def __repr__(self) -> str:
         names = [name for name, _ in self.fields]
@@ -54,7 +52,7 @@ def service_identifier(raw: str) -> str:
         raise InvalidService() from None
 
 
-def credential_set(*, service: str, fields: Sequence[tuple[str, Secret]]) -> CredentialSet:
+def credential_set(*, service: str, fields: OpenedSet) -> CredentialSet:
     """Normalize the service and check the set against the catalog's shapes, and
     the connection's own API host against the catalog's host patterns."""
     normalized = service_identifier(service)
@@ -86,7 +84,7 @@ def credential_set(*, service: str, fields: Sequence[tuple[str, Secret]]) -> Cre
     return CredentialSet(service=normalized, key_type=key_type_for(names), fields=fields)
 
 
-def _check_api_host(provider: catalog.Provider, fields: Sequence[tuple[str, Secret]]) -> None:
+def _check_api_host(provider: catalog.Provider, fields: OpenedSet) -> None:
     """A set that names the connection's own API host (Salesforce's `instance_url`) names one
     that matches the catalog's patterns, since calls for the set go there; else 400 naming
     the entry, never echoing the value."""

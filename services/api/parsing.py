@@ -43,6 +43,7 @@ from services.exceptions import (
 from services.grants import Given, GrantSpec
 from services.masking import Secret
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
+from services.sealed import OpenedSet
 
 _MEMBER_NAME_SHOWN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -52,7 +53,7 @@ class CredentialInput:
     """The body as read: the service as sent and the fields with masked values."""
 
     service: str
-    fields: list[tuple[str, Secret]]
+    fields: OpenedSet
 
 
 class _NotStrict(Exception):
@@ -358,7 +359,9 @@ def parse_credential_input(data: Any) -> CredentialInput:
     document = _checked(CREDENTIAL_INPUT, data)
     return CredentialInput(
         service=document["service"],
-        fields=[(entry["keyName"], Secret(entry["value"])) for entry in document["credentials"]],
+        fields=OpenedSet(
+            (entry["keyName"], Secret(entry["value"])) for entry in document["credentials"]
+        ),
     )
 
 

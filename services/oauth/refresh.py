@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import datetime, timedelta
+from typing import TypeGuard
 
 from django.conf import settings
 from django.db import transaction
@@ -44,7 +45,7 @@ from services.masking import Secret
 from services.models import ConnectedService, ServiceStatus
 from services.oauth.clients import client_of
 from services.oauth.token_sets import token_set
-from services.sealed import open_set, seal_set
+from services.sealed import OpenedSet, open_set, seal_set
 from services.storage import queries
 from services.storage.connections import give_back_connections
 from services.storage.transactions import account_transaction
@@ -116,7 +117,7 @@ def refresh_service(
         time.sleep(WAIT_STEP_SECONDS)
 
 
-def _later(moment: datetime | None, than: datetime) -> bool:
+def _later(moment: datetime | None, than: datetime) -> TypeGuard[datetime]:
     return moment is not None and moment > than
 
 
@@ -228,12 +229,12 @@ def _refresh_and_store(
     )
     # A refresh answer without an acceptable API host keeps the stored one: the new tokens
     # are stored all the same, so that a rotated refresh token is never lost.
-    taken = {name for name, _ in fields}
-    fields += [
+    taken = set(fields.names)
+    fields = fields.plus(
         (name, stored[name])
         for name in ("client_id", "client_secret", "id_token", _host_field(provider))
         if name in stored and name not in taken
-    ]
+    )
     _store_generation(actor, service, service_id, generation, fields)
 
 
@@ -250,9 +251,7 @@ def _provider_of(provider_id: str) -> catalog.Provider | None:
     return provider if provider is not None and provider.oauth is not None else None
 
 
-def stored_set(
-    account_id: int, service: str, service_id: int, generation: int
-) -> list[tuple[str, Secret]]:
+def stored_set(account_id: int, service: str, service_id: int, generation: int) -> OpenedSet:
     """The set stored at `generation` of the service row `service_id`, opened."""
     rows = ConnectedService.objects.get(pk=service_id).fields.all()
     return open_set(account_id=account_id, service=service, generation=generation, fields=rows)
@@ -263,7 +262,7 @@ def _store_generation(
     service: str,
     service_id: int,
     generation: int,
-    fields: list[tuple[str, Secret]],
+    fields: OpenedSet,
 ) -> None:
     """The refreshed set as the next generation, in one transaction with its audit event;
     nothing when another store moved the service meanwhile."""
