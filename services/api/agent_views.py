@@ -57,7 +57,7 @@ def grant_body(grant: GrantSpec) -> dict:
     return body
 
 
-def agent_body(view: agents.AgentView) -> dict:
+def agent_body(view: agents.AgentWithGrants) -> dict:
     return {
         "name": view.name,
         "createdAt": rfc3339(view.created_at),

@@ -166,7 +166,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
                     body = answer.read_all()
                 except outbound.OutboundError as exc:
                     raise failure(exc.kind) from None
-                if moved_in_body:
+                if moved_in_body and request.proxy_url is not None:
                     body = json_onto_proxy(
                         body, api_base=sent.api_base, proxy_url=request.proxy_url()
                     )
