@@ -63,6 +63,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import lru_cache, partial
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import certifi
@@ -186,7 +187,7 @@ class Answer:
 def _resolve(host: str, port: int) -> list[str]:
     """The addresses of `host`, as the system resolver gives them (tests put their own)."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [info[4][0] for info in infos]
+    return [str(info[4][0]) for info in infos]
 
 
 resolver: Callable[[str, int], list[str]] = _resolve
@@ -356,6 +357,11 @@ def _more_after(reader, sock: socket.socket) -> bool:
             sock.settimeout(timeout)
 
 
+# http.client's own bounds of a head (private there, so its stubs leave them out).
+_MAXHEADERS: int = http.client._MAXHEADERS  # type: ignore[attr-defined]
+_MAXLINE: int = http.client._MAXLINE  # type: ignore[attr-defined]
+
+
 def _header_fields(reader) -> list[tuple[str, str]]:
     """The header lines of one head, up to its empty line, as (name, value): a folded line's
     text joins the value before it with a space, as the e-mail parser joins it, and with the
@@ -364,9 +370,9 @@ def _header_fields(reader) -> list[tuple[str, str]]:
     100 lines."""
     fields: list[tuple[str, str]] = []
     ended = b"\r\n"
-    for _ in range(http.client._MAXHEADERS + 1):
-        line = reader.readline(http.client._MAXLINE + 1)
-        if len(line) > http.client._MAXLINE:
+    for _ in range(_MAXHEADERS + 1):
+        line = reader.readline(_MAXLINE + 1)
+        if len(line) > _MAXLINE:
             raise http.client.LineTooLong("header line")
         if line in (b"\r\n", b"\n", b""):
             return fields
@@ -379,7 +385,7 @@ def _header_fields(reader) -> list[tuple[str, str]]:
             name, _, value = text.partition(":")
             fields.append((name, value.strip(" \t")))
         ended = line[-2:]
-    raise http.client.HTTPException(f"got more than {http.client._MAXHEADERS} headers")
+    raise http.client.HTTPException(f"got more than {_MAXHEADERS} headers")
 
 
 class FramedAnswer(http.client.HTTPResponse):
@@ -437,9 +443,10 @@ class FramedAnswer(http.client.HTTPResponse):
         """Chunked, its length and whether the connection closes after it, from the head, as
         http.client's `begin` decides them."""
         coding = self.msg.get("transfer-encoding")
-        self.chunked = bool(coding) and coding.lower() == "chunked"
+        self.chunked = coding is not None and coding.lower() == "chunked"
         self.chunk_left = None
-        self.will_close = self._check_close()
+        # http.client's private methods and attributes below: its stubs leave them out.
+        self.will_close = self._check_close()  # type: ignore[attr-defined]
         self.length = None
         length = self.msg.get("content-length")
         if length and not self.chunked:
@@ -448,7 +455,7 @@ class FramedAnswer(http.client.HTTPResponse):
         if (
             self.status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED)
             or 100 <= self.status < 200
-            or self._method == "HEAD"
+            or self._method == "HEAD"  # type: ignore[attr-defined]
         ):
             self.length = 0
         if not self.will_close and not self.chunked and self.length is None:
@@ -459,7 +466,7 @@ class FramedAnswer(http.client.HTTPResponse):
         reader = self.fp
         if reader is not None and not self.doubtful:
             self.doubtful = _more_after(reader, self._sock)
-        super()._close_conn()
+        super()._close_conn()  # type: ignore[misc]
         if self.doubtful:
             self._connection.close()
 
@@ -470,7 +477,7 @@ class _WatchedConnectionMixin:
 
     @property
     def response_class(self):
-        return partial(FramedAnswer, connection=self)
+        return partial(FramedAnswer, connection=cast(HTTPConnection, self))
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()  # type: ignore[misc]
@@ -486,11 +493,12 @@ class _WatchedConnectionMixin:
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
-class WatchedHTTPConnection(_WatchedConnectionMixin, HTTPConnection):
+# http.client reads `response_class` where the stubs see an attribute: a property reads it.
+class WatchedHTTPConnection(_WatchedConnectionMixin, HTTPConnection):  # type: ignore[override]
     pass
 
 
-class WatchedHTTPSConnection(_WatchedConnectionMixin, HTTPSConnection):
+class WatchedHTTPSConnection(_WatchedConnectionMixin, HTTPSConnection):  # type: ignore[override]
     pass
 
 
@@ -546,7 +554,8 @@ class _Pools:
 
     @staticmethod
     def _new(destination: Destination, address: str) -> urllib3.HTTPConnectionPool:
-        common = {"maxsize": POOL_CONNECTIONS, "block": False, "retries": False}
+        common: dict[str, Any] = {"maxsize": POOL_CONNECTIONS, "block": False, "retries": False}
+        pool: urllib3.HTTPConnectionPool
         if destination.scheme == "https":
             pool = urllib3.HTTPSConnectionPool(
                 address,

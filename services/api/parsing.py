@@ -307,8 +307,12 @@ def compile_shape(field: serializers.Field) -> Any:
         return _TextOrObject(compile_shape(field.text), compile_shape(field.grant))
     if isinstance(field, serializers.ChoiceField):
         return _Choice(tuple(str(choice) for choice in field.choices))
-    if isinstance(field, serializers.ListSerializer | serializers.ListField):
+    if isinstance(field, serializers.ListField):
         return _Array(compile_shape(field.child), field.min_length, field.max_length)
+    if isinstance(field, serializers.ListSerializer) and field.child is not None:
+        # DRF's ListSerializer has min_length and max_length; its stubs do not say so.
+        low, high = field.min_length, field.max_length  # type: ignore[attr-defined]
+        return _Array(compile_shape(field.child), low, high)
     if isinstance(field, serializers.Serializer):
         fields = field.fields
         return Shape(
@@ -316,14 +320,19 @@ def compile_shape(field: serializers.Field) -> Any:
             required=tuple(name for name, member in fields.items() if member.required),
             unique_items=dict(getattr(field, "unique_items", {})),
         )
-    if isinstance(field, serializers.IntegerField):
+    if (
+        isinstance(field, serializers.IntegerField)
+        and field.min_value is not None
+        and field.max_value is not None
+    ):
         return _Whole(field.min_value, field.max_value)
     if isinstance(field, serializers.CharField):
         return _Text(
             min_length=field.min_length,
             max_length=field.max_length,
             patterns=tuple(
-                (_eager(validator.regex), str(field.error_messages["invalid"]))
+                # An instance's regex is compiled; the stubs allow the class attribute's str.
+                (_eager(validator.regex), str(field.error_messages["invalid"]))  # type: ignore[arg-type]
                 for validator in field.validators
                 if isinstance(validator, RegexValidator)
             ),

@@ -1,8 +1,11 @@
+from collections.abc import Iterator
+from typing import cast
+
 from django.core.management.base import CommandError
 
 from providers.management.base import CredvaultCommand
 from services.models import Account
-from services.oauth.expiring import refresh_expiring
+from services.oauth.expiring import Outcome, refresh_expiring
 
 BAR_WIDTH = 30
 
@@ -28,11 +31,12 @@ class Command(CredvaultCommand):
         if ahead < 0:
             raise CommandError("--ahead must be 0 or more minutes")
         outcomes = refresh_expiring(ahead_seconds=ahead * 60)
-        total = next(outcomes)
+        # First the number of sets due, then their outcomes.
+        total = cast(int, next(outcomes))
         terminal = self.stdout.isatty()
         names = dict(Account.objects.values_list("id", "name"))
         done = failed = 0
-        for outcome in outcomes:
+        for outcome in cast(Iterator[Outcome], outcomes):
             done += 1
             if outcome.error:
                 failed += 1
