@@ -22,7 +22,7 @@ from django.db.models import Model, QuerySet
 from services.crypto import KeyRing, Place, key_ring
 from services.masking import Secret
 from services.models import CredentialField, OAuthClient
-from services.storage.queries import FieldRow
+from services.storage.dialects import FieldRow
 
 # The client secret's keyName: keyNames of credential sets are snake case, so no set uses it.
 CLIENT_SECRET_KEY_NAME = "oauth-client-secret"  # noqa: S105 - a label, not a secret
@@ -54,7 +54,7 @@ class SealedKind:
     place: Callable[[Any], Place]
     related: tuple[str, ...] = ()
 
-    def outside(self, key_ids: frozenset[str] | set[str]) -> QuerySet:
+    def outside(self, key_ids: frozenset[str] | set[str]) -> QuerySet[Model]:
         """The rows sealed by a key id not in `key_ids`."""
         return self.model._default_manager.exclude(key_id__in=key_ids)
 
