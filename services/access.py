@@ -51,7 +51,7 @@ def usable_set(*, actor: Actor, service: str, found: GrantedSet) -> tuple[Grante
         raise ReauthorizationRequired()
     fields = opened(actor=actor, service=service, found=found)
     ahead = float(settings.CREDVAULT_REFRESH_AHEAD)
-    if found.key_type != OAUTH or not refresh_due(dict(fields), ahead=ahead):
+    if found.key_type != OAUTH or not refresh_due(fields.by_name, ahead=ahead):
         return found, fields
     refresh_service(actor=actor, service=service, generation=found.generation or 0)
     fresh = _read_again(actor=actor, service=service)

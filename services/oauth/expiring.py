@@ -32,7 +32,7 @@ def refresh_expiring(*, ahead_seconds: float) -> Iterator[int | Outcome]:
     ).values_list("id", "account_id", "service", "generation")
     candidates = []
     for service_id, account_id, service, generation in rows:
-        fields = dict(stored_set(account_id, service, service_id, generation))
+        fields = stored_set(account_id, service, service_id, generation).by_name
         if refresh_due(fields, ahead=ahead_seconds):
             candidates.append((account_id, service, generation))
     yield len(candidates)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TypeGuard
 
@@ -198,7 +199,7 @@ def _refresh_and_store(
     service_id: int,
     generation: int,
 ) -> None:
-    stored = dict(stored_set(actor.account_id, service, service_id, generation))
+    stored = stored_set(actor.account_id, service, service_id, generation).by_name
     refresh_token = stored.get("refresh_token")
     client = client_of(account_id=actor.account_id, provider=provider.id) if provider else None
     if client is None and "client_id" in stored and "client_secret" in stored:
@@ -238,7 +239,7 @@ def _refresh_and_store(
     _store_generation(actor, service, service_id, generation, fields)
 
 
-def _scopes(stored: dict[str, Secret]) -> tuple[str, ...]:
+def _scopes(stored: Mapping[str, Secret]) -> tuple[str, ...]:
     return tuple(stored["scope"].reveal().split()) if "scope" in stored else ()
 
 

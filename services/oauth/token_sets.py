@@ -8,6 +8,7 @@ matches the catalog's patterns.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
@@ -46,7 +47,7 @@ def token_set(
     return OpenedSet(fields)
 
 
-def expiry_of(fields: dict[str, Secret]) -> datetime | None:
+def expiry_of(fields: Mapping[str, Secret]) -> datetime | None:
     """A set's `expires_at`: RFC 3339 (as credvault stores it) or seconds since the epoch (as
     some imported sets hold it); None when absent or unreadable."""
     value = fields.get("expires_at")
@@ -62,7 +63,7 @@ def expiry_of(fields: dict[str, Secret]) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def refresh_due(fields: dict[str, Secret], *, ahead: float) -> bool:
+def refresh_due(fields: Mapping[str, Secret], *, ahead: float) -> bool:
     """Whether a set can be refreshed and expires within `ahead` seconds."""
     expires_at = expiry_of(fields)
     return (
