@@ -169,15 +169,18 @@ def open_set(
     """A stored set's values, opened and masked. Nothing opened is kept afterwards; a value
     that does not open raises DecryptionError naming its row."""
     ring = key_ring()
+    # A list, not a generator: the agent read and the brokered call build one each.
     return OpenedSet(
-        (
-            field.key_name,
-            ring.open(
-                field.key_id,
-                bytes(field.ciphertext),
-                Place(account_id, service, field.key_name, generation),
-                field_id=field.id,
-            ),
-        )
-        for field in fields
+        [
+            (
+                field.key_name,
+                ring.open(
+                    field.key_id,
+                    bytes(field.ciphertext),
+                    Place(account_id, service, field.key_name, generation),
+                    field_id=field.id,
+                ),
+            )
+            for field in fields
+        ]
     )
