@@ -76,6 +76,11 @@ format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# mypy with the Django and DRF plugins over services, providers and credvault ([tool.mypy]).
+.PHONY: typecheck
+typecheck: setup
+	$(BIN)/mypy
+
 setup: $(VENV)/.installed env-file var
 
 migrate: setup

@@ -95,8 +95,10 @@ def seed(pad_tokens: int) -> dict:
     from services import agents, credentials
     from services.accounts import create_account, issue_token
     from services.audit import Actor
+    from services.grants import given_in_list
     from services.masking import Secret
     from services.models import Account, ApiToken
+    from services.sealed import OpenedSet
 
     if pad_tokens:
         account = Account.objects.get(name="list10")
@@ -112,8 +114,8 @@ def seed(pad_tokens: int) -> dict:
     call_command("migrate", verbosity=0)
     out: dict[str, str | list[str]] = {}
 
-    def store(actor: Actor, service: str, fields: list) -> None:
-        checked = credentials.credential_set(service=service, fields=fields)
+    def store(actor: Actor, service: str, fields: list[tuple[str, Secret]]) -> None:
+        checked = credentials.credential_set(service=service, fields=OpenedSet(fields))
         credentials.store_credentials(actor=actor, credentials=checked)
 
     def account_with(name: str, services: int, fields: int = 3) -> str:
@@ -136,7 +138,9 @@ def seed(pad_tokens: int) -> dict:
         issued = []
         for agent in agent_names:
             agents.put_agent(
-                actor=actor, name=agent, services=[agents.GrantSpec("github", access="read")]
+                actor=actor,
+                name=agent,
+                services=given_in_list([agents.GrantSpec("github", access="read")]),
             )
             issued.append(agents.issue_agent_token(actor=actor, name=agent).issued.plaintext)
         return issued

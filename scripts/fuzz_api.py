@@ -46,9 +46,10 @@ def seed(env: dict[str, str]) -> dict:
     from services import agents, credentials
     from services.accounts import create_account, issue_token
     from services.audit import Actor
-    from services.grants import GrantSpec
+    from services.grants import GrantSpec, given_in_list
     from services.masking import Secret
     from services.oauth.clients import put_client
+    from services.sealed import OpenedSet
 
     call_command("migrate", verbosity=0)
     account = create_account(name="fuzz")
@@ -60,14 +61,14 @@ def seed(env: dict[str, str]) -> dict:
         "slack": ["access_token", "refresh_token"],
         "custom": ["api_key", "client_secret"],
     }.items():
-        fields = [(name, Secret(f"FUZZ-MARKED-{service}-{name}-x9q")) for name in names]
+        fields = OpenedSet((name, Secret(f"FUZZ-MARKED-{service}-{name}-x9q")) for name in names)
         values[service] = [value.reveal() for _, value in fields]
         checked = credentials.credential_set(service=service, fields=fields)
         credentials.store_credentials(actor=actor, credentials=checked)
     agents.put_agent(
         actor=actor,
         name="fuzzer",
-        services=[GrantSpec(s, access="read") for s in ("github", "custom", "openai")],
+        services=given_in_list(GrantSpec(s, access="read") for s in ("github", "custom", "openai")),
     )
     agent_token = agents.issue_agent_token(actor=actor, name="fuzzer").issued
     client_secret = Secret("FUZZ-MARKED-oauth-client-secret-x9q")

@@ -15,11 +15,10 @@ from django.conf import settings
 from providers.identifiers import OAUTH
 from services.audit import Actor
 from services.exceptions import NotGranted, ReauthorizationRequired, ServiceNotConnected
-from services.masking import Secret
 from services.models import ServiceStatus
 from services.oauth.refresh import refresh_service
 from services.oauth.token_sets import refresh_due
-from services.sealed import open_set
+from services.sealed import OpenedSet, open_set
 from services.storage import queries
 
 GrantedSet = queries.GrantedSet
@@ -33,7 +32,7 @@ def granted_set(*, actor: Actor, service: str) -> GrantedSet | None:
     )
 
 
-def opened(*, actor: Actor, service: str, found: GrantedSet) -> list[tuple[str, Secret]]:
+def opened(*, actor: Actor, service: str, found: GrantedSet) -> OpenedSet:
     """The granted set's values, opened and masked."""
     return open_set(
         account_id=actor.account_id,
@@ -43,9 +42,7 @@ def opened(*, actor: Actor, service: str, found: GrantedSet) -> list[tuple[str, 
     )
 
 
-def usable_set(
-    *, actor: Actor, service: str, found: GrantedSet
-) -> tuple[GrantedSet, list[tuple[str, Secret]]]:
+def usable_set(*, actor: Actor, service: str, found: GrantedSet) -> tuple[GrantedSet, OpenedSet]:
     """The set an agent's read or brokered call uses, and its values: refreshed first when it
     is an OAuth set that expires within CREDVAULT_REFRESH_AHEAD. Raises
     ReauthorizationRequired (409), OAuthClientMisconfigured (409) or ProviderUnavailable
@@ -54,7 +51,7 @@ def usable_set(
         raise ReauthorizationRequired()
     fields = opened(actor=actor, service=service, found=found)
     ahead = float(settings.CREDVAULT_REFRESH_AHEAD)
-    if found.key_type != OAUTH or not refresh_due(dict(fields), ahead=ahead):
+    if found.key_type != OAUTH or not refresh_due(fields.by_name, ahead=ahead):
         return found, fields
     refresh_service(actor=actor, service=service, generation=found.generation or 0)
     fresh = _read_again(actor=actor, service=service)

@@ -25,7 +25,6 @@ from services.exceptions import (
     TokenNotFound,
 )
 from services.grants import Given, GrantSpec, checked_grants
-from services.masking import Secret
 from services.models import (
     Agent,
     AgentToken,
@@ -33,6 +32,7 @@ from services.models import (
     Grant,
     GrantAccess,
 )
+from services.sealed import OpenedSet
 from services.storage.transactions import account_transaction
 
 
@@ -67,7 +67,7 @@ class AgentCredentials:
     service: str
     key_type: str
     connected_at: datetime
-    fields: list[tuple[str, Secret]]
+    fields: OpenedSet
 
     def __repr__(self) -> str:
         return (
@@ -122,22 +122,17 @@ def _put_once(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut
     return AgentPut(_view(agent, services), created, event)
 
 
-def put_agent(*, actor: Actor, name: str, services: Sequence[Given | GrantSpec]) -> AgentPut:
+def put_agent(*, actor: Actor, name: str, services: Sequence[Given]) -> AgentPut:
     """Create the agent or replace its grants with exactly `services`, each checked against
     the grant rules (services/grants.py: InvalidRequest naming every broken one); grants of one
     service count once when they are the same. A removed grant ends the agent's access to that
     service with this transaction's commit."""
-    services = checked_grants(
-        [
-            grant if isinstance(grant, Given) else Given(grant, f"services[{index}]")
-            for index, grant in enumerate(services)
-        ]
-    )
+    grants = checked_grants(services)
     try:
-        return _put_once(actor=actor, name=name, services=services)
+        return _put_once(actor=actor, name=name, services=grants)
     except IntegrityError:
         # Two requests created the same agent at once: the loser replaces the winner's grants.
-        return _put_once(actor=actor, name=name, services=services)
+        return _put_once(actor=actor, name=name, services=grants)
 
 
 def delete_agent(*, actor: Actor, name: str) -> AuditEvent:
@@ -209,7 +204,7 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
         raise NotGranted()
     if found.access != GrantAccess.READ:
         raise ReadNotGranted()
-    if not found.fields:
+    if not found.fields or found.key_type is None or found.connected_at is None:
         raise ServiceNotConnected()
     _, fields = usable_set(actor=actor, service=service, found=found)
     audit.record(actor, Operation.READ_CREDENTIALS, service=service)

@@ -22,6 +22,7 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 
 from django.db import transaction
@@ -118,7 +119,7 @@ class Operation(Enum):
         return self.value[1]
 
 
-def outcome_for(status: int) -> str:
+def outcome_for(status: int) -> AuditOutcome:
     if status < 400:
         return AuditOutcome.SUCCESS
     return AuditOutcome.REFUSED if status < 500 else AuditOutcome.ERROR
@@ -212,6 +213,26 @@ class EventRow:
         *("target", "outcome", "status", "request_id", "method", "path", "upstream_status"),
         *("via", "sent_path", "completion_mac", "seq", "prev_digest", "digest"),
     )
+    # The slots' types, for the type checker (no class attributes: annotations only).
+    account_id: int
+    occurred_at: datetime
+    token_prefix: str
+    agent_name: str
+    action: str
+    service: str
+    target: str
+    outcome: str
+    status: int
+    request_id: str
+    method: str
+    path: str
+    upstream_status: int | None
+    via: str
+    sent_path: str
+    completion_mac: str
+    seq: int
+    prev_digest: str
+    digest: str
 
     def __init__(self, **columns: object) -> None:
         for name, value in columns.items():

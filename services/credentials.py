@@ -6,7 +6,6 @@ Plain functions with keyword-only arguments. Each records its audit event as it 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -26,10 +25,9 @@ from services.exceptions import (
     VerificationFailed,
     field_error,
 )
-from services.masking import Secret
 from services.models import AuditEvent, ConnectedService
 from services.oauth.token_sets import refresh_by_of
-from services.sealed import seal_set
+from services.sealed import OpenedSet, seal_set
 from services.storage import queries
 from services.storage.transactions import account_transaction
 
@@ -40,7 +38,7 @@ class CredentialSet:
 
     service: str
     key_type: str
-    fields: Sequence[tuple[str, Secret]]
+    fields: OpenedSet
 
     def __repr__(self) -> str:
         names = [name for name, _ in self.fields]
@@ -55,7 +53,7 @@ def service_identifier(raw: str) -> str:
         raise InvalidService() from None
 
 
-def credential_set(*, service: str, fields: Sequence[tuple[str, Secret]]) -> CredentialSet:
+def credential_set(*, service: str, fields: OpenedSet) -> CredentialSet:
     """Normalize the service and check the set against the catalog's shapes, and
     the connection's own API host against the catalog's host patterns."""
     normalized = service_identifier(service)
@@ -87,7 +85,7 @@ def credential_set(*, service: str, fields: Sequence[tuple[str, Secret]]) -> Cre
     return CredentialSet(service=normalized, key_type=key_type_for(names), fields=fields)
 
 
-def _check_api_host(provider: catalog.Provider, fields: Sequence[tuple[str, Secret]]) -> None:
+def _check_api_host(provider: catalog.Provider, fields: OpenedSet) -> None:
     """A set that names the connection's own API host (Salesforce's `instance_url`) names one
     that matches the catalog's patterns, since calls for the set go there; else 400 naming
     the entry, never echoing the value."""
@@ -129,7 +127,7 @@ def list_services(*, actor: Actor) -> list[ServiceEntry]:
 def _store_once(*, actor: Actor, credentials: CredentialSet) -> Stored:
     account_id, service = actor.account_id, credentials.service
     now = timezone.now()
-    refresh_by = refresh_by_of(dict(credentials.fields))
+    refresh_by = refresh_by_of(credentials.fields.by_name)
     with transaction.atomic():
         # The account's audit head first: it orders every change of the account, new
         # services included, so the limit holds and no two stores wait on each other. Then

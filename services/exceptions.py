@@ -27,7 +27,7 @@ REALM = 'Bearer realm="credvault"'
 class ProblemError(APIException):
     """An error with a status, a problem code, a detail, and optionally field errors."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     default_code = "invalid_request"
     default_detail = "The request is invalid."
 

@@ -199,6 +199,11 @@ class Given(NamedTuple):
     service_field: str = ""
 
 
+def given_in_list(grants: Iterable[GrantSpec]) -> list[Given]:
+    """Grants given as a list (by a command, a script): each named by its place, `services[0]`."""
+    return [Given(grant, f"services[{index}]") for index, grant in enumerate(grants)]
+
+
 def checked_grants(grants: Sequence[Given]) -> list[GrantSpec]:
     """An agent's whole set of grants: every rule checked, or InvalidRequest naming each broken
     one by the field it came from. Grants that name one service count once when they grant the

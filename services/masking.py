@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from typing import NoReturn
 
 MASK = "********"
 
@@ -44,5 +45,5 @@ class Secret:
     def __hash__(self) -> int:
         return hash(Secret)
 
-    def __reduce__(self):
+    def __reduce__(self) -> NoReturn:
         raise TypeError("a Secret cannot be pickled")

@@ -8,6 +8,8 @@ the admin uses as its title; `repr()` adds the database id. Neither ever shows s
 
 from __future__ import annotations
 
+from typing import ClassVar, Self
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -58,6 +60,10 @@ class BearerToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # For the type checker: each kind declares its own relation to its account.
+    objects: ClassVar[models.Manager[Self]]
+    account: Account
+    account_id: int
 
     class Meta:
         abstract = True

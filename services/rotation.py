@@ -21,7 +21,7 @@ from services.storage.transactions import accounts_transaction
 def pending_count() -> int:
     """Values of every kind sealed by a key that is not the first."""
     primary = key_ring().primary_id
-    return sum(kind.model.objects.exclude(key_id=primary).count() for kind in KINDS)
+    return sum(kind.model._default_manager.exclude(key_id=primary).count() for kind in KINDS)
 
 
 def reencrypt_batch(*, batch_size: int) -> int:
@@ -37,7 +37,7 @@ def reencrypt_batch(*, batch_size: int) -> int:
 
 def _reencrypt_kind(kind: SealedKind, *, ring: KeyRing, batch_size: int) -> int:
     candidates = list(
-        kind.model.objects.exclude(key_id=ring.primary_id)
+        kind.model._default_manager.exclude(key_id=ring.primary_id)
         .order_by("pk")
         .values_list("pk", kind.account)[:batch_size]
     )
@@ -46,7 +46,7 @@ def _reencrypt_kind(kind: SealedKind, *, ring: KeyRing, batch_size: int) -> int:
     accounts = sorted({account_id for _, account_id in candidates})
     with accounts_transaction(accounts):
         rows = list(
-            kind.model.objects.select_for_update()
+            kind.model._default_manager.select_for_update()
             .select_related(*kind.related)
             .filter(pk__in=[pk for pk, _ in candidates])
             .exclude(key_id=ring.primary_id)
@@ -54,7 +54,7 @@ def _reencrypt_kind(kind: SealedKind, *, ring: KeyRing, batch_size: int) -> int:
         )
         for row in rows:
             kind.reseal(ring, row)
-        kind.model.objects.bulk_update(rows, ["key_id", kind.ciphertext])
+        kind.model._default_manager.bulk_update(rows, ["key_id", kind.ciphertext])
         for account_id in accounts:
             audit.record(Actor.command(account_id), Operation.REENCRYPT)
     return len(rows)

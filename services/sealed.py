@@ -13,7 +13,7 @@ its account and provider under a keyName no credential set can use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -22,7 +22,7 @@ from django.db.models import Model, QuerySet
 from services.crypto import KeyRing, Place, key_ring
 from services.masking import Secret
 from services.models import CredentialField, OAuthClient
-from services.storage.queries import FieldRow
+from services.storage.dialects import FieldRow
 
 # The client secret's keyName: keyNames of credential sets are snake case, so no set uses it.
 CLIENT_SECRET_KEY_NAME = "oauth-client-secret"  # noqa: S105 - a label, not a secret
@@ -54,9 +54,9 @@ class SealedKind:
     place: Callable[[Any], Place]
     related: tuple[str, ...] = ()
 
-    def outside(self, key_ids: frozenset[str] | set[str]) -> QuerySet:
+    def outside(self, key_ids: frozenset[str] | set[str]) -> QuerySet[Model]:
         """The rows sealed by a key id not in `key_ids`."""
-        return self.model.objects.exclude(key_id__in=key_ids)
+        return self.model._default_manager.exclude(key_id__in=key_ids)
 
     def open(self, ring: KeyRing, row: Any) -> Secret:
         return ring.open(
@@ -104,17 +104,56 @@ def outside_ring(key_ids: frozenset[str]) -> dict[str, tuple[int, list[str]]]:
     return found
 
 
-class SealedField(Protocol):
-    """A stored field as the storage seam reads it, or as the ORM does."""
+class OpenedSet:
+    """A credential set's values in the clear, each masked: (keyName, value) pairs in order, as
+    opened from storage or as given to be sealed. Immutable; its repr names the keyNames only.
+    Iterating yields the pairs; `by_name` is the values by keyName, built on first use."""
 
-    id: int
-    key_name: str
-    key_id: str
-    ciphertext: bytes
+    __slots__ = ("_by_name", "_pairs")
+
+    def __init__(self, pairs: Iterable[tuple[str, Secret]] = ()) -> None:
+        self._pairs = tuple(pairs)
+        self._by_name: dict[str, Secret] | None = None
+
+    def __iter__(self) -> Iterator[tuple[str, Secret]]:
+        return iter(self._pairs)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __repr__(self) -> str:
+        return f"OpenedSet(key_names={self.names!r})"
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self._pairs]
+
+    @property
+    def by_name(self) -> Mapping[str, Secret]:
+        if self._by_name is None:
+            self._by_name = dict(self._pairs)
+        return self._by_name
+
+    def plus(self, pairs: Iterable[tuple[str, Secret]]) -> OpenedSet:
+        """This set with `pairs` after its own."""
+        return OpenedSet((*self._pairs, *pairs))
+
+
+class SealedField(Protocol):
+    """A stored field as the storage seam reads it, or as the ORM does (read-only here)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def key_name(self) -> str: ...
+    @property
+    def key_id(self) -> str: ...
+    @property
+    def ciphertext(self) -> bytes | memoryview: ...
 
 
 def seal_set(
-    *, account_id: int, service: str, generation: int, fields: Sequence[tuple[str, Secret]]
+    *, account_id: int, service: str, generation: int, fields: OpenedSet
 ) -> list[FieldRow]:
     """A set's values sealed for its place: (keyName, key id, ciphertext) each."""
     ring = key_ring()
@@ -126,19 +165,22 @@ def seal_set(
 
 def open_set(
     *, account_id: int, service: str, generation: int, fields: Iterable[SealedField]
-) -> list[tuple[str, Secret]]:
-    """A stored set's values, opened and masked: (keyName, value) each. Nothing opened is kept
-    afterwards; a value that does not open raises DecryptionError naming its row."""
+) -> OpenedSet:
+    """A stored set's values, opened and masked. Nothing opened is kept afterwards; a value
+    that does not open raises DecryptionError naming its row."""
     ring = key_ring()
-    return [
-        (
-            field.key_name,
-            ring.open(
-                field.key_id,
-                bytes(field.ciphertext),
-                Place(account_id, service, field.key_name, generation),
-                field_id=field.id,
-            ),
-        )
-        for field in fields
-    ]
+    # A list, not a generator: the agent read and the brokered call build one each.
+    return OpenedSet(
+        [
+            (
+                field.key_name,
+                ring.open(
+                    field.key_id,
+                    bytes(field.ciphertext),
+                    Place(account_id, service, field.key_name, generation),
+                    field_id=field.id,
+                ),
+            )
+            for field in fields
+        ]
+    )

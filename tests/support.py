@@ -36,9 +36,10 @@ from services import agents
 from services.audit import Actor
 from services.credentials import credential_set, store_credentials
 from services.crypto import Place, key_ring
-from services.grants import GrantSpec
+from services.grants import GrantSpec, given_in_list
 from services.masking import Secret
 from services.models import Account, AgentToken, ConnectedService
+from services.sealed import OpenedSet
 
 # --- the account API -------------------------------------------------------------------------
 
@@ -275,7 +276,7 @@ def opened_set(service: ConnectedService) -> dict[str, str]:
 
 def store_set(account: Account, service: str, **values: str) -> None:
     """Store `values` as `account`'s `service`, as a management command does: no request."""
-    fields = [(name, Secret(value)) for name, value in values.items()]
+    fields = OpenedSet((name, Secret(value)) for name, value in values.items())
     store_credentials(
         actor=Actor.command(account.pk),
         credentials=credential_set(service=service, fields=fields),
@@ -285,7 +286,7 @@ def store_set(account: Account, service: str, **values: str) -> None:
 def agent_with_token(account: Account, name: str, services: list[str]) -> AgentToken:
     """`account`'s agent `name` with the default grant on each of `services`, and a token."""
     actor = Actor.command(account.pk)
-    agents.put_agent(actor=actor, name=name, services=[GrantSpec(s) for s in services])
+    agents.put_agent(actor=actor, name=name, services=given_in_list(map(GrantSpec, services)))
     return agents.issue_agent_token(actor=actor, name=name).issued.token
 
 

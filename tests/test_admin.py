@@ -25,7 +25,7 @@ from services.accounts import (
 )
 from services.agents import delete_agent, issue_agent_token, put_agent
 from services.audit import Actor
-from services.grants import GrantSpec
+from services.grants import GrantSpec, given_in_list
 from services.management.listing import live_tokens, token_status
 from services.models import (
     Account,
@@ -233,7 +233,7 @@ def test_the_grants_inline_shows_each_service_once(staff, alice):
     put_agent(
         actor=Actor.command(alice.pk),
         name="bot",
-        services=[GrantSpec("zeta-one"), GrantSpec("alpha-two", methods=("GET",))],
+        services=given_in_list([GrantSpec("zeta-one"), GrantSpec("alpha-two", methods=("GET",))]),
     )
     agent = Agent.objects.get()
     detail = page(staff, f"/admin/services/agent/{agent.pk}/change/")
@@ -349,7 +349,9 @@ def test_the_grants_inline_shows_each_grants_access_methods_and_paths(staff, ali
     put_agent(
         actor=Actor.command(alice.pk),
         name="bot",
-        services=[GrantSpec.given("github", methods=["POST", "GET"], paths=["/user", "/repos"])],
+        services=given_in_list(
+            [GrantSpec.given("github", methods=["POST", "GET"], paths=["/user", "/repos"])]
+        ),
     )
     detail = page(staff, f"/admin/services/agent/{Agent.objects.get().pk}/change/")
     assert "proxy: brokered calls only" in detail
@@ -362,10 +364,12 @@ def test_the_grants_inline_shows_a_grants_base_and_graphql_mutations(staff, alic
     put_agent(
         actor=Actor.command(alice.pk),
         name="bot",
-        services=[
-            GrantSpec.given("huggingface", base="router"),
-            GrantSpec.given("linear", graphql=["webhookCreate", "apiKeyCreate"]),
-        ],
+        services=given_in_list(
+            [
+                GrantSpec.given("huggingface", base="router"),
+                GrantSpec.given("linear", graphql=["webhookCreate", "apiKeyCreate"]),
+            ]
+        ),
     )
     detail = page(staff, f"/admin/services/agent/{Agent.objects.get().pk}/change/")
     assert "GraphQL mutations" in detail

@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from services import audit, bearer_tokens
+from services.grants import Given, GrantSpec, given_in_list
 from services.models import Agent, AgentToken, AuditEvent, Grant
 from tests.support import (
     Api,
@@ -376,3 +377,11 @@ def test_a_grant_whose_paths_are_not_strings_is_a_400(alice_api, paths):
     response = alice_api.raw("PUT", "/api/v1/agents/bot", body)
     problem = assert_problem(response, 400, "invalid_request")
     assert problem["errors"][0]["field"].startswith("services[0].paths")
+
+
+def test_grants_given_as_a_list_are_named_by_their_place():
+    github, slack = GrantSpec("github"), GrantSpec("slack", access="read")
+    assert given_in_list([github, slack]) == [
+        Given(github, "services[0]"),
+        Given(slack, "services[1]"),
+    ]

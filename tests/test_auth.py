@@ -163,11 +163,11 @@ class TestTokenLookup:
         from services import agents
         from services.accounts import create_account
         from services.audit import Actor
-        from services.grants import GrantSpec
+        from services.grants import GrantSpec, given_in_list
 
         account = create_account(name="lookup")
         actor = Actor.command(account.pk)
-        agents.put_agent(actor=actor, name="bot", services=[GrantSpec("github")])
+        agents.put_agent(actor=actor, name="bot", services=given_in_list([GrantSpec("github")]))
         return [
             (ApiToken, issue_token(account=account, name="cli").plaintext),
             (

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from services.crypto import DecryptionError, KeyRing, KeyRingError, Place, key_ring
 from services.masking import Secret
 from services.models import ConnectedService, CredentialField
+from services.sealed import OpenedSet
 from tests.conftest import KEY_A, KEY_B
 from tests.support import creds, marked
 
@@ -241,3 +242,15 @@ def test_reencrypt_stops_at_a_row_that_does_not_open(alice_api, settings):
     with pytest.raises(CommandError, match=re.escape(row)):
         call_command("reencrypt", stdout=StringIO())
     assert CredentialField.objects.get().key_id == "old"
+
+
+def test_an_opened_set_keeps_its_order_is_read_by_keyname_and_shows_no_value():
+    opened = OpenedSet([("api_key", Secret("v-one")), ("account", Secret("v-two"))])
+    assert [name for name, _ in opened] == opened.names == ["api_key", "account"]
+    assert len(opened) == 2
+    assert opened.by_name["account"].reveal() == "v-two"
+    assert opened.by_name is opened.by_name  # built once
+    more = opened.plus([("extra", Secret("v-three"))])
+    assert more.names == ["api_key", "account", "extra"]
+    assert opened.names == ["api_key", "account"]
+    assert "v-" not in repr(opened) + repr(more)

@@ -23,6 +23,7 @@ from services.models import (
     ConnectedService,
     CredentialField,
 )
+from services.sealed import OpenedSet
 from services.storage.backends.sqlite.base import IDLE as sqlite_idle_connections
 from tests.support import agent_token, creds, marked, put_agent, read
 
@@ -124,8 +125,10 @@ def test_str_and_repr_of_models_hold_no_secret(secrets_everywhere, alice_api):
             assert value not in shown
         if isinstance(obj, ApiToken):
             assert obj.digest not in shown
-    credential = credential_set(service="custom", fields=[("api_key", Secret(marked()))])
-    assert credential.fields[0][1].reveal() not in repr(credential)
+    credential = credential_set(service="custom", fields=OpenedSet([("api_key", Secret(marked()))]))
+    value = credential.fields.by_name["api_key"].reveal()
+    assert value not in repr(credential)
+    assert repr(credential.fields) == "OpenedSet(key_names=['api_key'])"
 
 
 @pytest.mark.django_db

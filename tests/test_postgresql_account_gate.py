@@ -19,6 +19,7 @@ from services import credentials
 from services.audit import Actor
 from services.masking import Secret
 from services.models import Account, ConnectedService
+from services.sealed import OpenedSet
 from services.storage import queries
 from services.storage.dialects import GATE_NAMESPACE
 
@@ -125,7 +126,7 @@ def holding(account, go: threading.Event, entered: threading.Event) -> Callable[
 
 
 def store(account, value: str) -> Callable[[], credentials.Stored]:
-    fields = [("token", Secret(value))]
+    fields = OpenedSet([("token", Secret(value))])
 
     def work() -> credentials.Stored:
         checked = credentials.credential_set(service="my-internal-api", fields=fields)

@@ -57,7 +57,9 @@ class OpenAnswer:
 
     __slots__ = ("_left", "_open", "_read_ahead", "_response", "_watchdog", "headers", "status")
 
-    def __init__(self, response: urllib3.HTTPResponse, watchdog: Watchdog, max_answer: int) -> None:
+    def __init__(
+        self, response: urllib3.BaseHTTPResponse, watchdog: Watchdog, max_answer: int
+    ) -> None:
         self.status: int = response.status
         self.headers: list[tuple[str, str]] = list(response.headers.iteritems())
         self._response = response

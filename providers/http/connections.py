@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from functools import lru_cache, partial
-from typing import Any
+from typing import Any, cast
 
 import certifi
 import urllib3
@@ -33,7 +33,7 @@ class _WatchedConnectionMixin:
 
     @property
     def response_class(self) -> partial[FramedAnswer]:
-        return partial(FramedAnswer, connection=self)
+        return partial(FramedAnswer, connection=cast(HTTPConnection, self))
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()  # type: ignore[misc]
@@ -49,11 +49,12 @@ class _WatchedConnectionMixin:
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
-class WatchedHTTPConnection(_WatchedConnectionMixin, HTTPConnection):
+# http.client reads `response_class` where the stubs see an attribute: a property reads it.
+class WatchedHTTPConnection(_WatchedConnectionMixin, HTTPConnection):  # type: ignore[misc]
     pass
 
 
-class WatchedHTTPSConnection(_WatchedConnectionMixin, HTTPSConnection):
+class WatchedHTTPSConnection(_WatchedConnectionMixin, HTTPSConnection):  # type: ignore[misc]
     pass
 
 
@@ -90,7 +91,8 @@ class _Pools:
 
     @staticmethod
     def _new(destination: Destination, address: str) -> urllib3.HTTPConnectionPool:
-        common = {"maxsize": POOL_CONNECTIONS, "block": False, "retries": False}
+        common: dict[str, Any] = {"maxsize": POOL_CONNECTIONS, "block": False, "retries": False}
+        pool: urllib3.HTTPConnectionPool
         if destination.scheme == "https":
             pool = urllib3.HTTPSConnectionPool(
                 address,

@@ -93,6 +93,11 @@ def _more_after(reader: io.BufferedReader, sock: socket.socket) -> bool:
             sock.settimeout(timeout)
 
 
+# http.client's own bounds of a head (private there, so its stubs leave them out).
+_MAXHEADERS: int = http.client._MAXHEADERS  # type: ignore[attr-defined]
+_MAXLINE: int = http.client._MAXLINE  # type: ignore[attr-defined]
+
+
 def _header_fields(reader: _HeadRecorder) -> list[tuple[str, str]]:
     """The header lines of one head, up to its empty line, as (name, value): a folded line's
     text joins the value before it with a space, as the e-mail parser joins it, and with the
@@ -101,9 +106,9 @@ def _header_fields(reader: _HeadRecorder) -> list[tuple[str, str]]:
     100 lines."""
     fields: list[tuple[str, str]] = []
     ended = b"\r\n"
-    for _ in range(http.client._MAXHEADERS + 1):
-        line = reader.readline(http.client._MAXLINE + 1)
-        if len(line) > http.client._MAXLINE:
+    for _ in range(_MAXHEADERS + 1):
+        line = reader.readline(_MAXLINE + 1)
+        if len(line) > _MAXLINE:
             raise http.client.LineTooLong("header line")
         if line in (b"\r\n", b"\n", b""):
             return fields
@@ -116,7 +121,7 @@ def _header_fields(reader: _HeadRecorder) -> list[tuple[str, str]]:
             name, _, value = text.partition(":")
             fields.append((name, value.strip(" \t")))
         ended = line[-2:]
-    raise http.client.HTTPException(f"got more than {http.client._MAXHEADERS} headers")
+    raise http.client.HTTPException(f"got more than {_MAXHEADERS} headers")
 
 
 class FramedAnswer(http.client.HTTPResponse):
@@ -130,7 +135,8 @@ class FramedAnswer(http.client.HTTPResponse):
     ) -> None:
         super().__init__(sock, *args, **kwargs)
         self.fp.close()  # http.client's reader, with its 8 KiB buffer
-        self.fp = sock.makefile("rb", buffering=ANSWER_BUFFER)
+        # A buffered reader; the stubs type makefile's answer by its mode only when it is a literal.
+        self.fp = sock.makefile("rb", buffering=ANSWER_BUFFER)  # type: ignore[assignment]
         self._sock = sock
         self._connection = connection
         self.doubtful = False
@@ -176,9 +182,10 @@ class FramedAnswer(http.client.HTTPResponse):
         """Chunked, its length and whether the connection closes after it, from the head, as
         http.client's `begin` decides them."""
         coding = self.msg.get("transfer-encoding")
-        self.chunked = bool(coding) and coding.lower() == "chunked"
+        self.chunked = coding is not None and coding.lower() == "chunked"
         self.chunk_left = None
-        self.will_close = self._check_close()
+        # http.client's private methods and attributes below: its stubs leave them out.
+        self.will_close = self._check_close()  # type: ignore[attr-defined]
         self.length = None
         length = self.msg.get("content-length")
         if length and not self.chunked:
@@ -187,7 +194,7 @@ class FramedAnswer(http.client.HTTPResponse):
         if (
             self.status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED)
             or 100 <= self.status < 200
-            or self._method == "HEAD"
+            or self._method == "HEAD"  # type: ignore[attr-defined]
         ):
             self.length = 0
         if not self.will_close and not self.chunked and self.length is None:
@@ -198,6 +205,6 @@ class FramedAnswer(http.client.HTTPResponse):
         reader = self.fp
         if reader is not None and not self.doubtful:
             self.doubtful = _more_after(reader, self._sock)
-        super()._close_conn()
+        super()._close_conn()  # type: ignore[misc]
         if self.doubtful:
             self._connection.close()

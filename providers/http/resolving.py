@@ -22,7 +22,7 @@ LOOKUP_THREADS = 8
 def _resolve(host: str, port: int) -> list[str]:
     """The addresses of `host`, as the system resolver gives them (tests put their own)."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [info[4][0] for info in infos]
+    return [str(info[4][0]) for info in infos]
 
 
 resolver: Callable[[str, int], list[str]] = _resolve

@@ -20,6 +20,7 @@ import base64
 import binascii
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import cast
 from urllib.parse import unquote
 
 from django.db.models import Q
@@ -32,7 +33,7 @@ from rest_framework.request import Request
 from providers import catalog
 from providers.identifiers import InvalidIdentifier, normalize_service, split_base
 from services import bearer_tokens
-from services.api.context import Principal
+from services.api.context import ApiRequest, Principal
 from services.exceptions import REALM, AmbiguousCredentials, InsufficientScope
 from services.models import AgentToken, ApiToken
 from services.storage import queries
@@ -105,7 +106,7 @@ def path_token(service: str, path: str) -> tuple[str, str] | None:
         return None
     for shape in provider.shapes:
         auth = shape.check.auth if shape.check is not None else None
-        if auth is None or auth.type != "url":
+        if shape.check is None or auth is None or auth.type != "url":
             continue
         head = shape.check.path.partition("{" + auth.field + "}")[0]
         if not path.startswith(head):
@@ -214,7 +215,7 @@ class _TokenAuthentication(BaseAuthentication):
         token = find_token(raw)
         if token is None:
             raise InvalidToken()
-        context = request.context
+        context = cast(ApiRequest, request).context
         context.principal = principal_of(token)
         now = timezone.now()
         if is_refused(token, now):
@@ -247,7 +248,7 @@ class AgentTokenAuthentication(_TokenAuthentication):
             placement_headers=self.placement_headers(request),
             in_path=self.in_path(request),
         )
-        request.context.token_headers = carriers
+        cast(ApiRequest, request).context.token_headers = carriers
         return token
 
     @staticmethod

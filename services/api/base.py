@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import Any, cast
 
 from django.db import DatabaseError
 from django.http import HttpResponse
 from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from providers.identifiers import InvalidIdentifier, normalize_service
@@ -57,21 +59,23 @@ class AuditedAPIView(APIView):
     content_negotiation_class = JSONOnlyNegotiation
     operations: dict[str, Operation] = {}
 
-    def initial(self, request: ApiRequest, *args, **kwargs) -> None:
-        if request.method.lower() not in self.http_method_names:
-            raise MethodNotAllowed(request.method)
-        note_subject(request.context, kwargs)
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        method = request.method or ""
+        if method.lower() not in self.http_method_names:
+            raise MethodNotAllowed(method)
+        note_subject(cast(ApiRequest, request).context, kwargs)
         super().initial(request, *args, **kwargs)
 
-    def handle_exception(self, exc: Exception) -> HttpResponse:
+    # DRF returns what EXCEPTION_HANDLER gives (ours: an HttpResponse); the stubs say Response.
+    def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]
         response = super().handle_exception(exc)
         if not audit.is_recorded(exc):
-            self._audit_refusal(self.request, response.status_code)
+            self._audit_refusal(cast(ApiRequest, self.request), response.status_code)
         return response
 
     def _audit_refusal(self, request: ApiRequest, status: int) -> None:
         context = request.context
-        method = "get" if request.method == "HEAD" else request.method.lower()
+        method = "get" if request.method == "HEAD" else (request.method or "").lower()
         operation = self.operations.get(method)
         if context.principal is None or operation is None:
             return  # no account to tell, or a method the view does not allow

@@ -80,8 +80,15 @@ class RequestContext:
         return self.principal.actor(self.request_id)
 
 
+class ContextRequest(HttpRequest):
+    """A request as RequestContextMiddleware leaves it (for annotations only)."""
+
+    context: RequestContext
+
+
 class ApiRequest(Request):
     """An API view's request, as authentication leaves it (for annotations only)."""
 
-    user: Principal
+    # DRF's user is what authentication returned; the stubs name Django's User only.
+    user: Principal  # type: ignore[assignment]
     context: RequestContext

@@ -39,6 +39,12 @@ PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("credvault.errors")
 
 
+class ProblemResponse(HttpResponse):
+    """A problem document: its code is named on credvault's own answers to a brokered call."""
+
+    problem_code: str
+
+
 def problem_response(
     status: int,
     code: str,
@@ -48,7 +54,7 @@ def problem_response(
     headers: dict[str, str] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> HttpResponse:
-    response = HttpResponse(
+    response = ProblemResponse(
         problem_document(status, code, detail, errors=errors, extra=extra),
         status=status,
         content_type=PROBLEM_JSON,
@@ -96,7 +102,9 @@ def _from_drf(exc: drf.APIException) -> HttpResponse:
     if isinstance(exc, ProblemError):
         return render(exc)
     if isinstance(exc, drf.Throttled):
-        return render(RateLimited(max(1, math.ceil(exc.wait or 1))))
+        # DRF sets `wait` in Throttled's __init__; the stubs do not declare it.
+        wait = exc.wait  # type: ignore[attr-defined]
+        return render(RateLimited(max(1, math.ceil(wait or 1))))
     for drf_class, problem in _DRF_PROBLEMS:
         if isinstance(exc, drf_class):
             return render(problem())

@@ -12,6 +12,7 @@ session or stream.
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -19,6 +20,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
 
 from services import audit
 from services.api.authentication import AgentTokenAuthentication
@@ -60,7 +62,7 @@ class McpView(AuditedAPIView):
     http_method_names = ["post"]
     operations = {"post": Operation.PROXY_CALL}
 
-    def initial(self, request: ApiRequest, *args, **kwargs) -> None:
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         origin = request.META.get("HTTP_ORIGIN")
         if (
             request.method == "POST"
@@ -91,7 +93,8 @@ class McpView(AuditedAPIView):
             content_type="application/json",
         )
 
-    def handle_exception(self, exc: Exception) -> HttpResponse:
+    # As AuditedAPIView's: DRF returns what EXCEPTION_HANDLER gives; the stubs say Response.
+    def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]
         response = super().handle_exception(exc)
         if response.status_code == 401:
             refused = self.request.META.get("HTTP_AUTHORIZATION") is not None

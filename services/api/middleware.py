@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 
 from services.api import health
-from services.api.context import RequestContext
+from services.api.context import ContextRequest, RequestContext
 from services.api.errors import database_unavailable
 from services.api.wsgi import ADMIN_PATH_PREFIX, CREDVAULT_ERROR_HEADER, PROXY_PATH_PREFIX
 from services.logs import escaped_path
@@ -38,7 +39,7 @@ class RequestContextMiddleware:
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: ContextRequest) -> HttpResponse:
         started = time.perf_counter()
         context = request.context = RequestContext.for_request(request)
         response = self.get_response(request)
@@ -100,9 +101,10 @@ class _AdminOnly:
     instructions (docs/performance.md). Each is a subclass of Django's own, so that the
     admin's system checks still find it."""
 
-    get_response: Callable[[HttpRequest], HttpResponse]
+    # As Django's MiddlewareMixin declares them: the chain may answer later (async).
+    get_response: Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
         if not request.path_info.startswith(ADMIN_PATH_PREFIX):
             return self.get_response(request)
         return super().__call__(request)  # type: ignore[misc]

@@ -44,6 +44,7 @@ from services.exceptions import (
 from services.grants import Given, GrantSpec
 from services.masking import Secret
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
+from services.sealed import OpenedSet
 
 _MEMBER_NAME_SHOWN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -53,7 +54,7 @@ class CredentialInput:
     """The body as read: the service as sent and the fields with masked values."""
 
     service: str
-    fields: list[tuple[str, Secret]]
+    fields: OpenedSet
 
 
 class _NotStrict(Exception):
@@ -147,7 +148,8 @@ def _text(field: serializers.CharField) -> Check:
     low, high = field.min_length, field.max_length
     # Django keeps a validator's pattern behind a lazy object: a proxy call on every match.
     patterns = [
-        (re.compile(v.regex.pattern, v.regex.flags), str(field.error_messages["invalid"]))
+        # Django compiles a validator's regex when it is made; the stubs allow a str.
+        (re.compile(v.regex.pattern, v.regex.flags), str(field.error_messages["invalid"]))  # type: ignore[union-attr]
         for v in field.validators
         if isinstance(v, RegexValidator)
     ]
@@ -280,11 +282,19 @@ def compile_shape(field: serializers.Field) -> Check:
         return _text_or_object(compile_shape(field.text), compile_shape(field.grant))
     if isinstance(field, serializers.ChoiceField):
         return _choice(tuple(str(choice) for choice in field.choices))
-    if isinstance(field, serializers.ListSerializer | serializers.ListField):
+    if isinstance(field, serializers.ListField):
         return _array(compile_shape(field.child), field.min_length, field.max_length)
+    if isinstance(field, serializers.ListSerializer) and field.child is not None:
+        # DRF's ListSerializer has min_length and max_length; its stubs do not say so.
+        low, high = field.min_length, field.max_length  # type: ignore[attr-defined]
+        return _array(compile_shape(field.child), low, high)
     if isinstance(field, serializers.Serializer):
         return _object(field)
-    if isinstance(field, serializers.IntegerField):
+    if (
+        isinstance(field, serializers.IntegerField)
+        and field.min_value is not None
+        and field.max_value is not None
+    ):
         return _whole(field.min_value, field.max_value)
     if isinstance(field, serializers.CharField):
         return _text(field)
@@ -327,7 +337,9 @@ def parse_credential_input(data: Any) -> CredentialInput:
     document = checked(CredentialInputSerializer, data)
     return CredentialInput(
         service=document["service"],
-        fields=[(entry["keyName"], Secret(entry["value"])) for entry in document["credentials"]],
+        fields=OpenedSet(
+            (entry["keyName"], Secret(entry["value"])) for entry in document["credentials"]
+        ),
     )
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 from functools import partial
+from typing import Any, cast
 from urllib.parse import quote, unquote, urlsplit
 
 from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
 
 from providers.http.client import BODILESS_METHODS
 from providers.identifiers import InvalidIdentifier, normalize_service, split_base
@@ -98,11 +100,11 @@ def render(answer: ProxyAnswer) -> HttpResponseBase:
     """The provider's answer: whole, or streamed as it arrives. Marked as the provider's
     (`passed_on`), so that its own X-Request-ID stays (services/api/middleware.py)."""
     if answer.stream is not None:
-        response: HttpResponseBase = StreamingHttpResponse(answer.stream, status=answer.status)
+        response: HttpResponseBase = ProviderStream(answer.stream, status=answer.status)
         # nginx (deploy/nginx.conf) passes this answer on as it comes, not once whole.
         response["X-Accel-Buffering"] = "no"
     else:
-        response = HttpResponse(answer.body, status=answer.status)
+        response = ProviderAnswer(answer.body, status=answer.status)
     del response["Content-Type"]  # the provider's own, if it sent one
     merged: dict[str, list[str]] = {}
     for name, value in answer.headers:
@@ -111,8 +113,19 @@ def render(answer: ProxyAnswer) -> HttpResponseBase:
         response[name] = ", ".join(values)
     if answer.stream is None and not response.has_header("Content-Length"):
         response["Content-Length"] = str(len(answer.body))  # a HEAD answer keeps the provider's
-    response.passed_on = True
     return response
+
+
+class ProviderAnswer(HttpResponse):
+    """The provider's answer, whole: `passed_on` tells the middleware it is not credvault's."""
+
+    passed_on = True
+
+
+class ProviderStream(StreamingHttpResponse):
+    """The provider's answer, streamed as it arrives (`passed_on` as ProviderAnswer's)."""
+
+    passed_on = True
 
 
 def _documented(method: str):
@@ -172,32 +185,36 @@ class ProxyView(AuditedAPIView):
     http_method_names = list(METHODS)
     operations = dict.fromkeys(METHODS, Operation.PROXY_CALL)
 
-    def initial(self, request: ApiRequest, *args, **kwargs) -> None:
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # The method and path go into the event of every refusal, a revoked token's included.
-        context = request.context
-        context.method = request.method
+        api_request = cast(ApiRequest, request)
+        context = api_request.context
+        context.method = request.method or ""
         # The service of a segment that names a base too (`huggingface~router`), which the
         # base class's reading of the path does not split.
         with contextlib.suppress(InvalidIdentifier):
             context.service = normalize_service(split_base(kwargs["service"])[0])
         try:
-            _, base, path = proxy_target(request, kwargs["service"])
+            _, base, path = proxy_target(api_request, kwargs["service"])
             context.path = without_tokens(base.spelling + (path or "/"))[:MAX_PATH_LENGTH]
         except (InvalidProxyPath, InvalidService):
             context.path = "/"
         super().initial(request, *args, **kwargs)
 
-    def finalize_response(self, request, response, *args, **kwargs) -> HttpResponseBase:
+    # DRF passes on any HttpResponseBase (it asserts no more); the stubs say Response.
+    def finalize_response(  # type: ignore[override]
+        self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any
+    ) -> HttpResponseBase:
         """The provider's answer leaves with the provider's headers only: the REST framework
         would add the view's own method list as `Allow`, over the provider's."""
         if getattr(response, "passed_on", False):
             return response
-        return super().finalize_response(request, response, *args, **kwargs)
+        return super().finalize_response(request, response, *args, **kwargs)  # type: ignore[arg-type]
 
     def proxy(self, request: ApiRequest, service: str) -> HttpResponseBase:
         normalized, base, path = proxy_target(request, service)
         proxied = ProxyRequest(
-            method=request.method,
+            method=request.method or "",
             raw_path=path,
             query=request.META.get("QUERY_STRING", ""),
             headers=agent_headers(request),

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from rest_framework import serializers
 
@@ -54,7 +54,7 @@ def _compile_output(serializer: serializers.Serializer) -> Builder:
         else:
             # A member without a `source` of its own reads the attribute of its name in
             # snake case (`connectedAt`: `connected_at`).
-            source = _SNAKE.sub("_", name).lower() if field.source == name else field.source
+            source = _SNAKE.sub("_", name).lower() if field.source == name else str(field.source)
             value = _read(source)
         if (convert := _conversion(field)) is not None:
             names[f"convert{index}"] = convert
@@ -94,7 +94,7 @@ def _optional_text(value: object) -> str | None:
 
 def _conversion(field: serializers.Field) -> Callable[[Any], Any] | None:
     if isinstance(field, serializers.ListSerializer):
-        child = _compile_output(field.child)
+        child = _compile_output(cast(serializers.Serializer, field.child))
         return lambda items: [child(item) for item in items]
     if isinstance(field, serializers.Serializer):
         return _compile_output(field)

@@ -107,10 +107,12 @@ class CredvaultAutoSchema(AutoSchema):
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
         if isinstance(field, ListSerializer):
-            if field.min_length is not None:
-                schema["minItems"] = field.min_length
-            if field.max_length is not None:
-                schema["maxItems"] = field.max_length
+            # DRF's ListSerializer has min_length and max_length; its stubs do not say so.
+            low, high = field.min_length, field.max_length  # type: ignore[attr-defined]
+            if low is not None:
+                schema["minItems"] = low
+            if high is not None:
+                schema["maxItems"] = high
         return schema
 
     def _get_request_body(self, direction="request"):

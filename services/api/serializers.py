@@ -152,7 +152,8 @@ class CredentialInputSerializer(serializers.Serializer):
     """A credential set to test or store: exactly these two members."""
 
     service = ServiceIdentifierField()
-    credentials = CredentialEntrySerializer(
+    # many=True passes these to DRF's ListSerializer; the stubs type the child's arguments.
+    credentials = CredentialEntrySerializer(  # type: ignore[call-arg]
         many=True,
         min_length=1,
         max_length=MAX_CREDENTIALS,
@@ -184,7 +185,8 @@ class ProblemSerializer(serializers.Serializer):
     status = serializers.IntegerField()
     detail = serializers.CharField()
     code = serializers.ChoiceField(choices=PROBLEM_CODES, help_text="Machine-readable code.")
-    errors = FieldErrorSerializer(many=True, required=False)
+    # DRF's metaclass takes declared fields out of the class: no clash with Serializer.errors.
+    errors = FieldErrorSerializer(many=True, required=False)  # type: ignore[assignment]
     reason = serializers.ChoiceField(
         choices=REASON_CHOICES,
         required=False,
@@ -195,7 +197,8 @@ class ProblemSerializer(serializers.Serializer):
 
 class ProviderShapeSerializer(serializers.Serializer):
     keyType = serializers.ChoiceField(choices=KeyType.choices)
-    required = serializers.ListField(child=serializers.CharField())
+    # As `errors` above: a declared field, not Field.required.
+    required = serializers.ListField(child=serializers.CharField())  # type: ignore[assignment]
     optional = serializers.ListField(child=serializers.CharField())
     verifiable = serializers.BooleanField(
         help_text="Whether a set of this shape is checked at the provider (else no_verifier)."

@@ -58,8 +58,8 @@ from services.exceptions import (
     SensitiveEndpointRefused,
     ServiceNotConnected,
 )
-from services.masking import Secret
 from services.models import AuditOutcome
+from services.sealed import OpenedSet
 
 logger = logging.getLogger("credvault.audit")
 
@@ -156,7 +156,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
                     body = answer.read_all()
                 except OutboundError as exc:
                     raise failure(exc.kind) from None
-                if moved_in_body:
+                if moved_in_body and request.proxy_url is not None:
                     body = json_onto_proxy(
                         body, api_base=sent.api_base, proxy_url=request.proxy_url()
                     )
@@ -306,7 +306,7 @@ def _read_ahead(answer: OpenAnswer) -> None:
 
 def _send(
     provider: catalog.Provider,
-    fields: list[tuple[str, Secret]],
+    fields: OpenedSet,
     request: ProxyRequest,
     path: ProxyPath,
     *,
@@ -317,8 +317,8 @@ def _send(
     (a refreshed set may name another host), on a connection only this account's calls to
     this service use (`pool_key`). `sending` is told the path as it is sent (without the
     query, every injected value redacted) just before the request leaves."""
-    destination = destination_for(provider, dict(fields), base=request.base)
-    placed = placed_credential(provider, dict(fields))
+    destination = destination_for(provider, fields.by_name, base=request.base)
+    placed = placed_credential(provider, fields.by_name)
     target = destination.base_path + placed.path_prefix + path.encoded
     if request.query:
         target += "?" + request.query

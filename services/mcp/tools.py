@@ -59,7 +59,8 @@ class InvalidArguments(ValueError):
 
 
 def _grants(actor: Actor) -> list[GrantSpec]:
-    grants = Grant.objects.filter(agent_id=actor.agent_id).order_by("service")
+    # Django reads None as IS NULL; the plugin's lookup types leave None out.
+    grants = Grant.objects.filter(agent_id=actor.agent_id).order_by("service")  # type: ignore[misc]
     return [GrantSpec.of(grant) for grant in grants]
 
 
@@ -93,7 +94,7 @@ def list_services(*, actor: Actor) -> ToolResult:
         status = row.status if row is not None else NOT_CONNECTED
         key_type = row.key_type if row is not None else None
         reason = _why_not_callable(provider, status)
-        entry = {
+        entry: dict[str, object] = {
             "service": grant.service,
             "provider": provider.name if provider is not None else None,
             "docsUrl": _docs_url(provider, key_type) if provider is not None else None,
@@ -299,7 +300,7 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
         _record_refusal(
             actor,
             service="",
-            method=method.upper() if str(method).upper() in PROXY_METHODS else "",
+            method=str(method).upper() if str(method).upper() in PROXY_METHODS else "",
             path=without_tokens(path)[:MAX_PATH_LENGTH]
             if isinstance(path, str) and _valid_text(path)
             else "",

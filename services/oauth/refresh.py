@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import TypeGuard
 
 from django.conf import settings
 from django.db import transaction
@@ -27,7 +29,7 @@ from services.masking import Secret
 from services.models import ConnectedService, ServiceStatus
 from services.oauth.clients import client_of
 from services.oauth.token_sets import refresh_by_of, token_set
-from services.sealed import open_set, seal_set
+from services.sealed import OpenedSet, open_set, seal_set
 from services.storage import queries
 from services.storage.connections import give_back_connections
 from services.storage.transactions import account_transaction
@@ -99,7 +101,7 @@ def refresh_service(
         time.sleep(WAIT_STEP_SECONDS)
 
 
-def _later(moment: datetime | None, than: datetime) -> bool:
+def _later(moment: datetime | None, than: datetime) -> TypeGuard[datetime]:
     return moment is not None and moment > than
 
 
@@ -180,7 +182,7 @@ def _refresh_and_store(
     service_id: int,
     generation: int,
 ) -> None:
-    stored = dict(stored_set(actor.account_id, service, service_id, generation))
+    stored = stored_set(actor.account_id, service, service_id, generation).by_name
     refresh_token = stored.get("refresh_token")
     client = client_of(account_id=actor.account_id, provider=provider.id) if provider else None
     if client is None and "client_id" in stored and "client_secret" in stored:
@@ -211,16 +213,16 @@ def _refresh_and_store(
     )
     # A refresh answer without an acceptable API host keeps the stored one: the new tokens
     # are stored all the same, so that a rotated refresh token is never lost.
-    taken = {name for name, _ in fields}
-    fields += [
+    taken = set(fields.names)
+    fields = fields.plus(
         (name, stored[name])
         for name in ("client_id", "client_secret", "id_token", _host_field(provider))
         if name in stored and name not in taken
-    ]
+    )
     _store_generation(actor, service, service_id, generation, fields)
 
 
-def _scopes(stored: dict[str, Secret]) -> tuple[str, ...]:
+def _scopes(stored: Mapping[str, Secret]) -> tuple[str, ...]:
     return tuple(stored["scope"].reveal().split()) if "scope" in stored else ()
 
 
@@ -233,9 +235,7 @@ def _provider_of(provider_id: str) -> catalog.Provider | None:
     return provider if provider is not None and provider.oauth is not None else None
 
 
-def stored_set(
-    account_id: int, service: str, service_id: int, generation: int
-) -> list[tuple[str, Secret]]:
+def stored_set(account_id: int, service: str, service_id: int, generation: int) -> OpenedSet:
     """The set stored at `generation` of the service row `service_id`, opened."""
     rows = ConnectedService.objects.get(pk=service_id).fields.all()
     return open_set(account_id=account_id, service=service, generation=generation, fields=rows)
@@ -246,7 +246,7 @@ def _store_generation(
     service: str,
     service_id: int,
     generation: int,
-    fields: list[tuple[str, Secret]],
+    fields: OpenedSet,
 ) -> None:
     """The refreshed set as the next generation, in one transaction with its audit event;
     nothing when another store moved the service meanwhile."""
@@ -259,7 +259,7 @@ def _store_generation(
             generation=generation + 1,
             key_type=OAUTH,
             connected_at=timezone.now(),
-            refresh_by=refresh_by_of(dict(fields)),
+            refresh_by=refresh_by_of(fields.by_name),
             fields=seal_set(
                 account_id=actor.account_id,
                 service=service,

@@ -11,6 +11,7 @@ from django.utils import timezone
 from providers import catalog
 from providers import oauth as provider_oauth
 from services.masking import Secret
+from services.sealed import OpenedSet
 
 
 def token_set(
@@ -19,7 +20,7 @@ def token_set(
     previous_refresh: Secret | None,
     scopes: tuple[str, ...],
     provider: catalog.Provider,
-) -> list[tuple[str, Secret]]:
+) -> OpenedSet:
     """The set of a token answer. Its API host (where the provider names one) is taken only
     when it matches the catalog's patterns: the callback refuses another one first, and a
     refresh keeps the stored one."""
@@ -38,7 +39,7 @@ def token_set(
         fields.append(("scope", Secret(scope)))
     if answer.token_type:
         fields.append(("token_type", Secret(answer.token_type)))
-    return fields
+    return OpenedSet(fields)
 
 
 def expiry_of(fields: Mapping[str, Secret]) -> datetime | None:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import Protocol, cast, overload
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
@@ -49,8 +50,18 @@ FieldRow = tuple[str, str, bytes]
 GATE_NAMESPACE = 1668702838
 
 
+class _SingleWriter(Protocol):
+    """SQLite's database wrapper (services/storage/backends/sqlite/base.py)."""
+
+    def single_write(self) -> AbstractContextManager[None]: ...
+
+
 class Dialect:
     """The statements every vendor runs as written."""
+
+    # Each vendor's own statements (set in its __init__).
+    lock_service: str
+    append_event: str
 
     def __init__(self, quote: Callable[[str], str]) -> None:
         def table(model: type[Model]) -> str:
@@ -141,6 +152,12 @@ class Dialect:
         fields with `rows`."""
         raise NotImplementedError
 
+    @overload
+    @staticmethod
+    def read_datetime(value: datetime | str) -> datetime: ...
+    @overload
+    @staticmethod
+    def read_datetime(value: None) -> None: ...
     @staticmethod
     def read_datetime(value: datetime | str | None) -> datetime | None:
         """A datetime column as this vendor's plain cursor gives it, as an aware UTC datetime."""
@@ -279,6 +296,12 @@ class SQLite(Dialect):
         cursor.execute(self.move_service, moved)
         cursor.execute(self.upsert_fields(len(rows)), self.field_params(service_id, rows))
 
+    @overload
+    @staticmethod
+    def read_datetime(value: datetime | str) -> datetime: ...
+    @overload
+    @staticmethod
+    def read_datetime(value: None) -> None: ...
     @staticmethod
     def read_datetime(value: datetime | str | None) -> datetime | None:
         """SQLite's plain cursor gives a naive datetime, or its text (`YYYY-MM-DD HH:MM:SS
@@ -291,7 +314,7 @@ class SQLite(Dialect):
 
     def single_write(self, db: BaseDatabaseWrapper) -> AbstractContextManager:
         """Queued on the writers' lock, as a transaction is."""
-        return db.single_write()
+        return cast(_SingleWriter, db).single_write()
 
     @staticmethod
     def audit_trigger(quote: Callable[[str], str], events: str, accounts: str) -> list[str]:

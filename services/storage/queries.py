@@ -9,9 +9,10 @@ indexed statements (docs/performance.md); everything else credvault does goes th
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -195,7 +196,7 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
     )
 
 
-def _json_list(value: object) -> list:
+def _json_list(value: str | bytes | Iterable[Any]) -> list:
     """A JSON column as the cursor gives it: text (Django reads jsonb as text too), or parsed."""
     return json.loads(value) if isinstance(value, str | bytes) else list(value)
 

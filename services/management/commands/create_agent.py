@@ -8,6 +8,7 @@ from services.grants import (
     GRANT_PATH_RULE,
     GrantSpec,
     base_errors,
+    given_in_list,
     graphql_errors,
     option_errors,
 )
@@ -108,7 +109,9 @@ class Command(CredvaultCommand):
             )
             for each in services
         ]
-        put = put_agent(actor=Actor.command(owner.pk), name=agent_name, services=grants)
+        put = put_agent(
+            actor=Actor.command(owner.pk), name=agent_name, services=given_in_list(grants)
+        )
         verb = "created" if put.created else "updated"
         granted = "; ".join(map(_grant_text, put.agent.services)) or "no services"
         self.stdout.write(f"{verb} agent {put.agent.name} of {owner.name}: {granted}")

@@ -4,8 +4,8 @@ import re
 from django.core.management.base import CommandError
 
 from services.accounts import AccountError, named_or_all
-from services.audit import verify_chain, verify_completions
-from services.checkpoints import check_expected, verify_checkpoints
+from services.audit import Break, verify_chain, verify_completions
+from services.checkpoints import Contradiction, check_expected, verify_checkpoints
 from services.crypto import KeyRingError
 from services.management.base import CredvaultCommand
 from services.models import Account
@@ -64,6 +64,7 @@ class Command(CredvaultCommand):
 
     def verify(self, owner: Account, expect: list[tuple[int, str]]) -> str:
         """One account: prints what holds, or writes the failure to stderr and returns it."""
+        failure: Break | Contradiction | None
         count, failure = verify_chain(owner)
         signed = 0
         if failure is None:

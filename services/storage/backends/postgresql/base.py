@@ -21,14 +21,25 @@ from functools import lru_cache
 
 import psycopg
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base, creation
 from psycopg import adapt, pq
+from psycopg.abc import AdaptContext, Buffer, Loader
 
 from services.storage.backends.idle import IdleConnections, OpenSlots
 
 _TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
-# The C loader of psycopg[binary] where installed; it cannot be subclassed.
-_PSYCOPG_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ, pq.Format.TEXT)
+
+
+def _psycopg_loader() -> type[Loader]:
+    """The C loader of psycopg[binary] where installed; it cannot be subclassed."""
+    loader = psycopg.adapters.get_loader(_TIMESTAMPTZ, pq.Format.TEXT)
+    if loader is None:
+        raise ImproperlyConfigured("psycopg has no loader of timestamptz")
+    return loader
+
+
+_PSYCOPG_LOADER = _psycopg_loader()
 
 
 IDLE = IdleConnections()
@@ -41,12 +52,12 @@ class UTCTimestamptzLoader(adapt.Loader):
 
     timezone = UTC
 
-    def __init__(self, oid: int, context: adapt.AdaptContext | None = None) -> None:
+    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
         super().__init__(oid, context)
         # psycopg's loader reads the session's time zone (UTC) from the connection.
         self._loader = _PSYCOPG_LOADER(oid, context)
 
-    def load(self, data: bytes) -> datetime:
+    def load(self, data: Buffer) -> datetime:
         return self._loader.load(data)
 
 
@@ -75,7 +86,7 @@ def _idle_connection_alive(connection: psycopg.Connection) -> bool:
 class DatabaseCreation(creation.DatabaseCreation):
     def _destroy_test_db(self, test_database_name: str, verbosity: int) -> None:
         IDLE.close_all()  # PostgreSQL drops no database that a session is connected to
-        super()._destroy_test_db(test_database_name, verbosity)
+        super()._destroy_test_db(test_database_name, verbosity)  # type: ignore[misc]  # Django's private API: not stubbed
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -115,7 +126,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 and IDLE.give(self.settings_dict, connection)
             ):
                 return
-            super()._close()
+            super()._close()  # type: ignore[misc]  # Django's private API: not stubbed
         finally:
             if self._holds_slot:
                 self._holds_slot = False

@@ -35,7 +35,7 @@ def writer_lock_path(database: str) -> str:
 class DatabaseCreation(creation.DatabaseCreation):
     def _destroy_test_db(self, test_database_name: str, verbosity: int) -> None:
         IDLE.close_all()
-        super()._destroy_test_db(test_database_name, verbosity)
+        super()._destroy_test_db(test_database_name, verbosity)  # type: ignore[misc]  # Django's private API: not stubbed
         if not self.is_in_memory_db(test_database_name):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(writer_lock_path(test_database_name))
@@ -112,7 +112,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _start_transaction_under_autocommit(self) -> None:
         self._take_writer_lock()
         try:
-            super()._start_transaction_under_autocommit()
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]  # Django's private API: not stubbed
         except BaseException:
             self._let_go_writer_lock()
             raise
@@ -126,12 +126,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self._let_go_writer_lock()
 
     def _commit(self) -> None:
-        super()._commit()  # a failed commit keeps the lock until the rollback that follows
+        # A failed commit keeps the lock until the rollback that follows.
+        super()._commit()  # type: ignore[misc]  # Django's private API: not stubbed
         self._end_transaction_hold()
 
     def _rollback(self) -> None:
         try:
-            super()._rollback()
+            super()._rollback()  # type: ignore[misc]  # Django's private API: not stubbed
         finally:
             self._end_transaction_hold()
 
@@ -169,7 +170,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 or self.connection.in_transaction
                 or not IDLE.give(self.settings_dict, _Idle(self.connection, self._opened_on))
             ):
-                super()._close()
+                super()._close()  # type: ignore[misc]  # Django's private API: not stubbed
         finally:
             self._transaction_holds_lock = False
             self._let_go_writer_lock(entirely=True)
