@@ -1,6 +1,8 @@
 """credvault settings: every value comes from the environment (or a `.env` file beside
-manage.py), read with django-environ. Required secrets have no default; nothing insecure is a
-default. Misconfiguration is reported by the system checks in `services/checks.py`."""
+manage.py), read and typed by the declaration in credvault/configuration.py, which stops the
+process with one line on a value of the wrong type or range. Required secrets have no default;
+nothing insecure is a default. The rest of misconfiguration is reported by the system checks
+in `services/checks.py`."""
 
 from __future__ import annotations
 
@@ -9,25 +11,24 @@ from pathlib import Path
 
 import environ
 
+from credvault import configuration
 from services.storage.config import database_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env()
 # The file of settings read at start-up: `.env` beside manage.py, another file named by
 # CREDVAULT_ENV_FILE, or none when that is set empty (production: docs/production.md).
+try:
+    _env_file = configuration.env_file(os.environ, base_dir=BASE_DIR)
+except configuration.ConfigurationError as error:
+    configuration.fail(error)
 ENV_FILE = os.environ.get("CREDVAULT_ENV_FILE", str(BASE_DIR / ".env"))
-if ENV_FILE and Path(ENV_FILE).is_file():
+if _env_file is not None:
     # Values already in the environment win over the file.
-    env.read_env(ENV_FILE)
-# `local` in the `.env` that `make run` writes (plain HTTP on 127.0.0.1): `check --deploy`
-# fails on it (credvault.E009), so that a local file never configures production silently.
-CREDVAULT_ENVIRONMENT = env.str("CREDVAULT_ENVIRONMENT", default="production")
-
-# Empty when unset: the check credvault.E001 then stops every command with a clear message.
-SECRET_KEY = env.str("SECRET_KEY", default="")
-DEBUG = env.bool("DEBUG", default=False)
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+    environ.Env.read_env(str(_env_file))
+_settings = configuration.checked(os.environ)
+# Every declared setting by its name, typed: CREDVAULT_*, DEBUG, ALLOWED_HOSTS, SECURE_*...
+globals().update(_settings)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -81,34 +82,21 @@ TEMPLATES = [
 
 # --- database -------------------------------------------------------------------------------
 # credvault's own backends and their options, per vendor: services/storage/config.py.
-DATABASES = {
-    "default": database_settings(
-        env.db("DATABASE_URL", default="sqlite:///var/credvault.sqlite3"), base_dir=BASE_DIR
-    )
-}
+DATABASES = {"default": database_settings(_settings["DATABASE_URL"], base_dir=BASE_DIR)}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- cache (rate limits) --------------------------------------------------------------------
-# `locmem://` (the contract's spelling) is django-environ's `locmemcache://`.
-_cache_url = env.str("CACHE_URL", default="locmem://")
-if _cache_url.startswith("locmem://"):
-    _cache_url = "locmemcache://" + _cache_url.removeprefix("locmem://")
-CACHES = {"default": env.cache_url_config(_cache_url)}
+CACHES = {"default": _settings["CACHE_URL"]}
 
 # --- HTTPS and production hardening ---------------------------------------------------------
 # Secure by default; `make run`'s generated .env turns the redirect off for local plain HTTP.
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+SECURE_SSL_REDIRECT = _settings["SECURE_SSL_REDIRECT"]
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
-if env.bool("SECURE_PROXY_SSL_HEADER", default=False):
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_HSTS_SECONDS = env.int(
-    "SECURE_HSTS_SECONDS", default=31_536_000 if SECURE_SSL_REDIRECT else 0
+# Django's setting is the header to trust, or None: the environment's is a yes or no.
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if _settings["SECURE_PROXY_SSL_HEADER"] else None
 )
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool(
-    "SECURE_HSTS_INCLUDE_SUBDOMAINS", default=SECURE_HSTS_SECONDS > 0
-)
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 # Preloading a domain into browsers is hard to undo: the operator's decision, off by default
 # (docs/production.md, "Production"). Django's reminder of it is therefore silenced.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
@@ -132,49 +120,7 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = False
 
 # --- credvault ------------------------------------------------------------------------------
-# Raw strings here; parsed and validated by the system checks and the modules that use them.
-CREDVAULT_ENCRYPTION_KEYS = env.str("CREDVAULT_ENCRYPTION_KEYS", default="")
-CREDVAULT_PROVIDER_BASE_URLS = env.str("CREDVAULT_PROVIDER_BASE_URLS", default="{}")
-# Hosts (`host` or `host:port`, comma-separated) that a provider's host pattern or a redirect
-# credvault follows may reach although they are not public or not https.
-CREDVAULT_OUTBOUND_ALLOWED_HOSTS = env.str("CREDVAULT_OUTBOUND_ALLOWED_HOSTS", default="")
-# JSON object of provider id to a host pattern replacing the catalog's `host_pattern`.
-CREDVAULT_PROVIDER_HOST_PATTERNS = env.str("CREDVAULT_PROVIDER_HOST_PATTERNS", default="{}")
-CREDVAULT_MAX_SERVICES_PER_ACCOUNT = env.int("CREDVAULT_MAX_SERVICES_PER_ACCOUNT", default=100)
-CREDVAULT_VERIFY_TIMEOUT = env.float("CREDVAULT_VERIFY_TIMEOUT", default=5.0)
-# Brokered calls: the operator's own catalog entries (a file in the catalog's
-# format), the bounds of a call, and the per-agent-token rate.
-CREDVAULT_EXTRA_CATALOG = env.str("CREDVAULT_EXTRA_CATALOG", default="")
-# Seconds for a provider's answer to begin, and for each silence within it; a streamed answer
-# ends at CREDVAULT_PROXY_MAX_DURATION seconds from the call's start.
-CREDVAULT_PROXY_TIMEOUT = env.float("CREDVAULT_PROXY_TIMEOUT", default=30.0)
-CREDVAULT_PROXY_MAX_DURATION = env.float("CREDVAULT_PROXY_MAX_DURATION", default=600.0)
-CREDVAULT_PROXY_MAX_BODY = env.int("CREDVAULT_PROXY_MAX_BODY", default=1024 * 1024)
-CREDVAULT_PROXY_MAX_RESPONSE = env.int("CREDVAULT_PROXY_MAX_RESPONSE", default=10 * 1024 * 1024)
-# The most of a provider's body that the MCP server's call_api returns (services/mcp/tools.py):
-# a longer one is cut there, with `truncated: true`.
-CREDVAULT_MCP_MAX_RESULT = env.int("CREDVAULT_MCP_MAX_RESULT", default=256 * 1024)
-CREDVAULT_PROXY_RATE_LIMIT = env.str("CREDVAULT_PROXY_RATE_LIMIT", default="600/min")
-# Brokered calls of one agent token in flight at once, across workers and hosts sharing the
-# cache (CACHE_URL); one more is 429.
-CREDVAULT_PROXY_MAX_CONCURRENT = env.int("CREDVAULT_PROXY_MAX_CONCURRENT", default=8)
-CREDVAULT_RATE_LIMIT = env.str("CREDVAULT_RATE_LIMIT", default="600/min")
-CREDVAULT_TEST_RATE_LIMIT = env.str("CREDVAULT_TEST_RATE_LIMIT", default="30/min")
-# OAuth: the address browsers reach this server at (the redirect URI is
-# {CREDVAULT_PUBLIC_URL}/oauth/callback), the server-side replacements of the catalog's
-# authorization and token URLs, and how many seconds before its expiry a set is refreshed.
-CREDVAULT_PUBLIC_URL = env.str("CREDVAULT_PUBLIC_URL", default="http://127.0.0.1:8000")
-CREDVAULT_PROVIDER_OAUTH_URLS = env.str("CREDVAULT_PROVIDER_OAUTH_URLS", default="{}")
-CREDVAULT_REFRESH_AHEAD = env.int("CREDVAULT_REFRESH_AHEAD", default=120)
-# Seconds one request to a token URL (a code exchange, a refresh) may take, in all; and how long
-# after a token URL was unavailable a service's refreshes pause (its uses answer 503 at once).
-CREDVAULT_OAUTH_TIMEOUT = env.float("CREDVAULT_OAUTH_TIMEOUT", default=15.0)
-CREDVAULT_REFRESH_RETRY_SECONDS = env.int("CREDVAULT_REFRESH_RETRY_SECONDS", default=30)
-# Seconds a request body may take to arrive, in all (services/api/wsgi.py): then 408.
-CREDVAULT_BODY_TIMEOUT = env.float("CREDVAULT_BODY_TIMEOUT", default=10.0)
-# The keys that sign audit checkpoints (services/checkpoints.py), in the encryption keys' format.
-CREDVAULT_AUDIT_KEYS = env.str("CREDVAULT_AUDIT_KEYS", default="")
-CREDVAULT_AUDIT_CHECKPOINT_SECONDS = env.int("CREDVAULT_AUDIT_CHECKPOINT_SECONDS", default=60)
+# Every CREDVAULT_* setting is declared, typed and described in credvault/configuration.py.
 
 # --- REST framework and OpenAPI -------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -252,7 +198,7 @@ LOGGING = {
     },
     "filters": {"without_traceback": {"()": "services.logs.WithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["console"], "level": _settings["LOG_LEVEL"]},
     "loggers": {
         # credvault.access logs every request once; Django's own per-response warnings repeat it.
         "django.request": {"level": "ERROR"},

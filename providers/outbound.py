@@ -69,6 +69,7 @@ import certifi
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
+from credvault.configuration import parse_allowed_hosts
 from providers.addresses import is_public
 from providers.deadlines import deadlines
 
@@ -126,25 +127,6 @@ class Destination:
         return host if self.port == default else f"{host}:{self.port}"
 
 
-def parse_allowed_hosts(raw: str) -> frozenset[tuple[str, int | None]]:
-    """CREDVAULT_OUTBOUND_ALLOWED_HOSTS: comma-separated `host` (any port) or `host:port`
-    (an IPv6 address in brackets), as `(host, port or None)`. Raises ValueError naming the
-    entry that is neither."""
-    allowed = set()
-    for entry in (part.strip() for part in raw.split(",")):
-        if not entry:
-            continue
-        try:
-            parts = urlsplit(f"//{entry}")
-            port = parts.port
-        except ValueError:
-            raise ValueError(f"{entry!r} is not a host or host:port") from None
-        if not parts.hostname or parts.username or parts.password or parts.path:
-            raise ValueError(f"{entry!r} is not a host or host:port")
-        allowed.add((parts.hostname.lower(), port))
-    return frozenset(allowed)
-
-
 @lru_cache(maxsize=4)
 def _allowed_hosts(raw: str) -> frozenset[tuple[str, int | None]]:
     return parse_allowed_hosts(raw)
@@ -154,7 +136,7 @@ def host_allowed(host: str, port: int) -> bool:
     """Whether CREDVAULT_OUTBOUND_ALLOWED_HOSTS names `host` (with any port, or this one)."""
     from django.conf import settings
 
-    allowed = _allowed_hosts(getattr(settings, "CREDVAULT_OUTBOUND_ALLOWED_HOSTS", ""))
+    allowed = _allowed_hosts(settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS)
     host = host.lower()
     return (host, None) in allowed or (host, port) in allowed
 

@@ -137,7 +137,7 @@ def parse_host_patterns(raw: str) -> Mapping[str, catalog.HostPattern]:
 def host_pattern_for(provider: catalog.Provider) -> catalog.HostPattern | None:
     """The hosts calls to `provider` may name: the server's replacement
     (CREDVAULT_PROVIDER_HOST_PATTERNS), else the catalog's pattern, else None."""
-    configured = parse_host_patterns(getattr(settings, "CREDVAULT_PROVIDER_HOST_PATTERNS", "{}"))
+    configured = parse_host_patterns(settings.CREDVAULT_PROVIDER_HOST_PATTERNS)
     return configured.get(provider.id, provider.host_pattern)
 
 
@@ -293,5 +293,5 @@ def verify(provider_id: str, fields: Mapping[str, Revealable]) -> Verdict:
     shape = provider.match(fields).shape
     if shape is None or shape.check is None or destination_for(provider, fields) is None:
         return Verdict(Reason.NO_VERIFIER)
-    timeout = float(settings.CREDVAULT_VERIFY_TIMEOUT)
+    timeout = settings.CREDVAULT_VERIFY_TIMEOUT
     return Verdict(run_check(provider, shape.check, fields, timeout))

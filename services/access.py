@@ -53,7 +53,7 @@ def usable_set(
     if found.status == ServiceStatus.REAUTHORIZATION_REQUIRED:
         raise ReauthorizationRequired()
     fields = opened(actor=actor, service=service, found=found)
-    ahead = float(settings.CREDVAULT_REFRESH_AHEAD)
+    ahead = settings.CREDVAULT_REFRESH_AHEAD
     if found.key_type != OAUTH or not refresh_due(dict(fields), ahead=ahead):
         return found, fields
     refresh_service(actor=actor, service=service, generation=found.generation or 0)

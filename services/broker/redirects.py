@@ -138,7 +138,7 @@ def _hop(
     started: float,
 ) -> outbound.OpenAnswer:
     """One followed request: `method` at `url`, nothing of the agent's or the credential."""
-    left = float(settings.CREDVAULT_PROXY_MAX_DURATION) - (time.monotonic() - started)
+    left = settings.CREDVAULT_PROXY_MAX_DURATION - (time.monotonic() - started)
     if left <= 0:
         raise failure(outbound.Failure.TIMEOUT)
     try:
@@ -148,9 +148,9 @@ def _hop(
             target=_target(url),
             headers={},
             body=None,
-            timeout=min(float(settings.CREDVAULT_PROXY_TIMEOUT), left),
+            timeout=min(settings.CREDVAULT_PROXY_TIMEOUT, left),
             max_duration=left,
-            max_answer=int(settings.CREDVAULT_PROXY_MAX_RESPONSE),
+            max_answer=settings.CREDVAULT_PROXY_MAX_RESPONSE,
             pool_key=pool_key,
         )
     except outbound.OutboundError as exc:
