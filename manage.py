@@ -24,8 +24,8 @@ def stop_on_bad_settings() -> None:
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "credvault.settings")
     import django
-    from django.core.management import execute_from_command_line
     from django.core.exceptions import ImproperlyConfigured
+    from django.core.management import execute_from_command_line
     from django.db import InterfaceError, OperationalError
 
     try:

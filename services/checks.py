@@ -117,6 +117,8 @@ def check_provider_base_urls(app_configs, **kwargs):
         ]
     except BaseUrlError as exc:
         found = [str(exc)]
+    except catalog.CatalogError:
+        return []  # credvault.E017 says what is wrong with the catalog
     return [
         Error(
             f"{problem}.",
