@@ -106,11 +106,12 @@ def check_audit_keys(app_configs, **kwargs):
 def check_provider_base_urls(app_configs, **kwargs):
     try:
         overrides = parse_base_urls(settings.CREDVAULT_PROVIDER_BASE_URLS)
+        # A key with a base (`id~base`) is judged by unknown_bases, unknown provider or not.
         found = [
             f"CREDVAULT_PROVIDER_BASE_URLS[{key!r}] names no provider of the catalog"
             for key in overrides
-            if catalog.get(split_base(key)[0]) is None
-        ] or [
+            if split_base(key)[1] is None and catalog.get(key) is None
+        ] + [
             f"CREDVAULT_PROVIDER_BASE_URLS[{key!r}] names a base that the catalog does not "
             "give this provider"
             for key in unknown_bases(overrides)
