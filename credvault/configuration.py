@@ -8,7 +8,6 @@ here. A bad value is one line naming the setting and what it accepts, and exit s
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -576,12 +575,12 @@ def env_file(environment: Mapping[str, str], *, base_dir: Path) -> Path | None:
 def with_env_file(environment: Mapping[str, str], *, base_dir: Path) -> dict[str, str]:
     """`environment` with the settings file's values under it (the environment wins)."""
 
-    class Reader(environ.Env):
+    # read_env writes into its class's ENVIRON: a subclass's own dict leaves os.environ alone.
+    class Reader(environ.Env):  # type: ignore[misc]  # django-environ ships no types
         ENVIRON: dict[str, str] = {}
 
     path = env_file(environment, base_dir=base_dir)
     if path is not None:
-        logging.getLogger("environ.environ").disabled = True  # its warnings echo file lines
         Reader.read_env(str(path))
     return {**Reader.ENVIRON, **environment}
 

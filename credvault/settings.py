@@ -7,14 +7,13 @@ in `services/checks.py`."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import environ
 
 from credvault import configuration
 from services.storage.config import database_settings
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = configuration.BASE_DIR
 
 # The file of settings read at start-up: `.env` beside manage.py, another file named by
 # CREDVAULT_ENV_FILE, or none when that is set empty (production: docs/production.md).
