@@ -525,7 +525,8 @@ def read(environment: Mapping[str, str]) -> dict[str, object]:
     values: dict[str, object] = {}
     for setting in SETTINGS:
         raw = environment.get(setting.name)
-        if raw is None:
+        # A number set empty (an unset variable, to some deployment tools) takes its default.
+        if raw is None or (not raw.strip() and setting.parse in (whole_number, number)):
             default = setting.default
             values[setting.name] = (
                 default(values)

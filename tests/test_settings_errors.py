@@ -130,3 +130,9 @@ def test_the_configuration_table_of_the_docs_is_current():
     )
     for setting in configuration.SETTINGS:
         assert f"| `{setting.name}` |" in section
+
+
+def test_a_number_set_empty_takes_its_default():
+    values = configuration.read({"CREDVAULT_PROXY_MAX_BODY": " ", "WEB_CONCURRENCY": ""})
+    assert values["CREDVAULT_PROXY_MAX_BODY"] == 1024 * 1024
+    assert values["WEB_CONCURRENCY"] is None
