@@ -5,7 +5,13 @@ import gc
 import os
 import signal
 
-bind = os.environ.get("CREDVAULT_BIND", "127.0.0.1:8000")
+from credvault.configuration import check_environment
+
+# Every setting is checked here, in the master, before any worker forks: a bad value stops
+# gunicorn once with one line and exit status 2, not each worker with a traceback.
+_settings = check_environment(os.environ)
+# gunicorn reads its two from the environment only, never from .env.
+bind = os.environ.get("CREDVAULT_BIND") or "127.0.0.1:8000"
 
 MAX_DEFAULT_WORKERS = 8
 
@@ -24,7 +30,7 @@ def default_workers() -> int:
     return max(1, min(2 * (cores or 1), MAX_DEFAULT_WORKERS))
 
 
-workers = int(os.environ.get("WEB_CONCURRENCY") or default_workers())
+workers = _settings["WEB_CONCURRENCY"] if os.environ.get("WEB_CONCURRENCY") else default_workers()
 # gevent workers: each request runs in a greenlet, so a client that holds its body open, or a
 # request waiting on a provider, waits without holding a worker; /healthz and the other
 # requests go on being answered (scripts/slow_clients.py, docs/performance.md "Slow

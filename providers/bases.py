@@ -97,7 +97,7 @@ def parse_host_patterns(raw: str) -> Mapping[str, catalog.HostPattern]:
 def host_pattern_for(provider: catalog.Provider) -> catalog.HostPattern | None:
     """The hosts calls to `provider` may name: the server's replacement
     (CREDVAULT_PROVIDER_HOST_PATTERNS), else the catalog's pattern, else None."""
-    configured = parse_host_patterns(getattr(settings, "CREDVAULT_PROVIDER_HOST_PATTERNS", "{}"))
+    configured = parse_host_patterns(settings.CREDVAULT_PROVIDER_HOST_PATTERNS)
     return configured.get(provider.id, provider.host_pattern)
 
 

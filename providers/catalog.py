@@ -821,7 +821,7 @@ def catalog() -> dict[str, Provider]:
     from django.conf import settings
 
     providers = parse_catalog(CATALOG_PATH.read_text(encoding="utf-8"))
-    extra_path = getattr(settings, "CREDVAULT_EXTRA_CATALOG", "")
+    extra_path = settings.CREDVAULT_EXTRA_CATALOG
     if extra_path:
         for provider_id, provider in extra_catalog(extra_path).items():
             if provider_id in providers:

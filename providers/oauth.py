@@ -261,7 +261,7 @@ def _token_request(
             body=urlencode(form).encode("ascii"),
             # A token URL's own deadline: a provider that rotates the refresh token and then
             # answers slowly must still be heard, or the rotated token is lost.
-            timeout=float(settings.CREDVAULT_OAUTH_TIMEOUT),
+            timeout=settings.CREDVAULT_OAUTH_TIMEOUT,
             max_answer=MAX_TOKEN_ANSWER,
         )
     except OutboundError:

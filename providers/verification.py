@@ -165,5 +165,5 @@ def verify(provider_id: str, fields: Mapping[str, Revealable]) -> Verdict:
     shape = provider.match(fields).shape
     if shape is None or shape.check is None or destination_for(provider, fields) is None:
         return Verdict(Reason.NO_VERIFIER)
-    timeout = float(settings.CREDVAULT_VERIFY_TIMEOUT)
+    timeout = settings.CREDVAULT_VERIFY_TIMEOUT
     return Verdict(run_check(provider, shape.check, fields, timeout))

@@ -16,8 +16,11 @@ def problem(bind: str) -> str | None:
     """Why gunicorn could not listen at `bind` (`HOST:PORT`), or None."""
     host, _, port = bind.rpartition(":")
     host = host.strip("[]")
-    if not host or not port.isdigit():
-        return f"CREDVAULT_BIND={bind!r} is not HOST:PORT (such as {DEFAULT_BIND})"
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        return (
+            f"CREDVAULT_BIND={bind!r} is not HOST:PORT with a port from 1 to 65535 "
+            f"(such as {DEFAULT_BIND})"
+        )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -36,7 +39,7 @@ def main() -> int:
     found = problem(os.environ.get("CREDVAULT_BIND") or DEFAULT_BIND)
     if found:
         print(f"credvault: {found}", file=sys.stderr)
-        return 1
+        return 2  # a configuration's exit status (credvault/configuration.py)
     return 0
 
 

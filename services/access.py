@@ -50,7 +50,7 @@ def usable_set(*, actor: Actor, service: str, found: GrantedSet) -> tuple[Grante
     if found.status == ServiceStatus.REAUTHORIZATION_REQUIRED:
         raise ReauthorizationRequired()
     fields = opened(actor=actor, service=service, found=found)
-    ahead = float(settings.CREDVAULT_REFRESH_AHEAD)
+    ahead = settings.CREDVAULT_REFRESH_AHEAD
     if found.key_type != OAUTH or not refresh_due(fields.by_name, ahead=ahead):
         return found, fields
     refresh_service(actor=actor, service=service, generation=found.generation or 0)

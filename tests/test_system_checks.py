@@ -129,6 +129,7 @@ def test_each_check_id_names_one_check_and_the_docs_list_it():
     from scripts.harness import BASE_DIR
 
     sources = [
+        BASE_DIR / "credvault" / "configuration.py",
         BASE_DIR / "services" / "checks.py",
         BASE_DIR / "services" / "storage" / "checks.py",
         BASE_DIR / "providers" / "checks.py",

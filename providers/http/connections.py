@@ -36,7 +36,7 @@ class _WatchedConnectionMixin:
         return partial(FramedAnswer, connection=cast(HTTPConnection, self))
 
     def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()  # type: ignore[misc]
+        sock: socket.socket = super()._new_conn()  # type: ignore[misc]
         watchdog = current_watchdog.get()
         if watchdog is not None:
             watchdog.watch(sock)
@@ -46,7 +46,7 @@ class _WatchedConnectionMixin:
         watchdog = current_watchdog.get()
         if watchdog is not None and self.sock is not None:  # type: ignore[attr-defined]
             watchdog.watch(self.sock)  # type: ignore[attr-defined]
-        return super().request(*args, **kwargs)  # type: ignore[misc]
+        super().request(*args, **kwargs)  # type: ignore[misc]
 
 
 # http.client reads `response_class` where the stubs see an attribute: a property reads it.

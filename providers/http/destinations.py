@@ -66,7 +66,7 @@ def host_allowed(host: str, port: int) -> bool:
     """Whether CREDVAULT_OUTBOUND_ALLOWED_HOSTS names `host` (with any port, or this one)."""
     from django.conf import settings
 
-    allowed = _allowed_hosts(getattr(settings, "CREDVAULT_OUTBOUND_ALLOWED_HOSTS", ""))
+    allowed = _allowed_hosts(settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS)
     host = host.lower()
     return (host, None) in allowed or (host, port) in allowed
 

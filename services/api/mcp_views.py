@@ -39,7 +39,7 @@ METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 
 
 def public_url() -> str:
-    return str(settings.CREDVAULT_PUBLIC_URL).rstrip("/")
+    return settings.CREDVAULT_PUBLIC_URL.rstrip("/")
 
 
 def _origin(url: str) -> str:

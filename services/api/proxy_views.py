@@ -90,7 +90,7 @@ def proxy_body(request: ApiRequest) -> bytes:
     """The body sent on: at most CREDVAULT_PROXY_MAX_BODY bytes, and none on GET, HEAD or
     OPTIONS, whose requests carry no body: a provider that does not read one takes it for the
     start of the next request on the connection."""
-    body = body_at_most(request, int(settings.CREDVAULT_PROXY_MAX_BODY))
+    body = body_at_most(request, settings.CREDVAULT_PROXY_MAX_BODY)
     if body and request.method in BODILESS_METHODS:
         raise InvalidProxyRequest()
     return body

@@ -28,22 +28,22 @@ Body = dict[str, Any]
 Builder = Callable[[Any], Body]
 
 
-def render(shape: type[serializers.Serializer], obj: object) -> Body:
+def render(shape: type[serializers.Serializer[Any]], obj: object) -> Body:
     """`obj` (a model, a dataclass, a tuple) in the output shape `shape`."""
     return _renderer(shape)(obj)
 
 
-def render_many(shape: type[serializers.Serializer], objs: Iterable[object]) -> list[Body]:
+def render_many(shape: type[serializers.Serializer[Any]], objs: Iterable[object]) -> list[Body]:
     renderer = _renderer(shape)
     return [renderer(obj) for obj in objs]
 
 
 @cache
-def _renderer(shape: type[serializers.Serializer]) -> Builder:
+def _renderer(shape: type[serializers.Serializer[Any]]) -> Builder:
     return _compile_output(shape())
 
 
-def _compile_output(serializer: serializers.Serializer) -> Builder:
+def _compile_output(serializer: serializers.Serializer[Any]) -> Builder:
     # One dict display built from source text, as dataclasses build their methods.
     names: dict[str, Any] = {}
     items = []
@@ -92,9 +92,9 @@ def _optional_text(value: object) -> str | None:
     return str(value) if value else None
 
 
-def _conversion(field: serializers.Field) -> Callable[[Any], Any] | None:
+def _conversion(field: serializers.Field[Any, Any, Any, Any]) -> Callable[[Any], Any] | None:
     if isinstance(field, serializers.ListSerializer):
-        child = _compile_output(cast(serializers.Serializer, field.child))
+        child = _compile_output(cast("serializers.Serializer[Any]", field.child))
         return lambda items: [child(item) for item in items]
     if isinstance(field, serializers.Serializer):
         return _compile_output(field)

@@ -118,7 +118,7 @@ def body_limit(environ: dict[str, Any]) -> int:
     API's."""
     path = environ.get("PATH_INFO", "")
     if path.startswith(PROXY_PATH_PREFIX):
-        return int(settings.CREDVAULT_PROXY_MAX_BODY)
+        return settings.CREDVAULT_PROXY_MAX_BODY
     if path == MCP_PATH:
         return MCP_MAX_BODY
     return MAX_BODY_BYTES

@@ -340,9 +340,9 @@ def _send(
             body=request.body
             if request.body or request.method in ("POST", "PUT", "PATCH")
             else None,
-            timeout=float(settings.CREDVAULT_PROXY_TIMEOUT),
-            max_duration=float(settings.CREDVAULT_PROXY_MAX_DURATION),
-            max_answer=int(settings.CREDVAULT_PROXY_MAX_RESPONSE),
+            timeout=settings.CREDVAULT_PROXY_TIMEOUT,
+            max_duration=settings.CREDVAULT_PROXY_MAX_DURATION,
+            max_answer=settings.CREDVAULT_PROXY_MAX_RESPONSE,
             pool_key=pool_key,
         )
     except OutboundError as exc:

@@ -47,7 +47,7 @@ def call_in_flight(*, token_prefix: str) -> Iterator[None]:
     """Count a brokered call of the token while it runs; TooManyCallsInFlight when the token
     has CREDVAULT_PROXY_MAX_CONCURRENT in flight already."""
     key = _key(token_prefix)
-    if _raise(key) > int(settings.CREDVAULT_PROXY_MAX_CONCURRENT):
+    if _raise(key) > settings.CREDVAULT_PROXY_MAX_CONCURRENT:
         _lower(key)
         raise TooManyCallsInFlight(RETRY_AFTER_SECONDS)
     try:

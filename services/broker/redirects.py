@@ -131,7 +131,7 @@ def _hop(
     started: float,
 ) -> OpenAnswer:
     """One followed request: `method` at `url`, nothing of the agent's or the credential."""
-    left = float(settings.CREDVAULT_PROXY_MAX_DURATION) - (time.monotonic() - started)
+    left = settings.CREDVAULT_PROXY_MAX_DURATION - (time.monotonic() - started)
     if left <= 0:
         raise failure(Failure.TIMEOUT)
     try:
@@ -141,9 +141,9 @@ def _hop(
             target=_target(url),
             headers={},
             body=None,
-            timeout=min(float(settings.CREDVAULT_PROXY_TIMEOUT), left),
+            timeout=min(settings.CREDVAULT_PROXY_TIMEOUT, left),
             max_duration=left,
-            max_answer=int(settings.CREDVAULT_PROXY_MAX_RESPONSE),
+            max_answer=settings.CREDVAULT_PROXY_MAX_RESPONSE,
             pool_key=pool_key,
         )
     except OutboundError as exc:

@@ -318,7 +318,7 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
             base=chosen,
             proxy_url=partial(str, proxy_base + service + chosen.spelling),
         )
-        most = int(settings.CREDVAULT_PROXY_MAX_BODY)
+        most = settings.CREDVAULT_PROXY_MAX_BODY
         if len(request.body) > most:
             raise PayloadTooLarge(f"The body is larger than {most} bytes.")
         answer = call(actor=actor, service=service, request=request, via=VIA)
@@ -389,7 +389,7 @@ def _text(body: bytes, truncated: bool) -> str | None:
 
 
 def _result(answer: ProxyAnswer) -> ToolResult:
-    body, truncated = _read(answer, int(settings.CREDVAULT_MCP_MAX_RESULT))
+    body, truncated = _read(answer, settings.CREDVAULT_MCP_MAX_RESULT)
     text = _text(body, truncated)
     merged: dict[str, str] = {}
     for name, value in answer.headers:

@@ -52,7 +52,7 @@ def refresh_service(
     (else nothing changes, and the set stays as it is). Raises ReauthorizationRequired,
     OAuthClientMisconfigured or ProviderUnavailable (at once while the service's refreshes
     pause after an unavailable token URL)."""
-    timeout = float(settings.CREDVAULT_OAUTH_TIMEOUT)
+    timeout = settings.CREDVAULT_OAUTH_TIMEOUT
     gives_up = time.monotonic() + timeout + 2 * CLAIM_MARGIN_SECONDS
     while True:
         row = (
@@ -140,7 +140,7 @@ def _claim(service_id: int, generation: int, *, seconds: float, after_401: bool)
 
 def _pause(service_id: int) -> None:
     """The token URL was unavailable: no refresh of the service before the pause ends."""
-    until = timezone.now() + timedelta(seconds=int(settings.CREDVAULT_REFRESH_RETRY_SECONDS))
+    until = timezone.now() + timedelta(seconds=settings.CREDVAULT_REFRESH_RETRY_SECONDS)
     ConnectedService.objects.filter(pk=service_id).update(
         refreshing_until=None, refresh_paused_until=until
     )
