@@ -376,3 +376,33 @@ def test_a_grant_whose_paths_are_not_strings_is_a_400(alice_api, paths):
     response = alice_api.raw("PUT", "/api/v1/agents/bot", body)
     problem = assert_problem(response, 400, "invalid_request")
     assert problem["errors"][0]["field"].startswith("services[0].paths")
+
+
+@pytest.mark.django_db
+def test_put_agent_normalizes_and_checks_its_own_input(alice):
+    """The business function, called directly (not through a view or a command), normalizes
+    the agent's name and its grants' services, and refuses a name that does not normalize."""
+    from services import agents
+    from services.audit import Actor
+    from services.exceptions import InvalidAgentName, InvalidIdentifier
+    from services.grants import GrantSpec
+
+    actor = Actor.command(alice.pk)
+    put = agents.put_agent(actor=actor, name="  Report_Bot ", services=[GrantSpec("GitHub")])
+    assert (put.agent.name, [grant.service for grant in put.agent.services]) == (
+        "report-bot",
+        ["github"],
+    )
+    assert list(Agent.objects.filter(account=alice).values_list("name", flat=True)) == [
+        "report-bot"
+    ]
+    assert agents.delete_agent(actor=actor, name="REPORT-BOT").status == 204
+    with pytest.raises(InvalidAgentName) as refused:
+        agents.put_agent(actor=actor, name="../etc", services=[])
+    assert isinstance(refused.value, InvalidIdentifier)
+    assert (refused.value.status_code, refused.value.default_code, refused.value.errors) == (
+        400,
+        "invalid_request",
+        [{"field": "name", "code": "invalid", "message": refused.value.errors[0]["message"]}],
+    )
+    assert not Agent.objects.filter(account=alice).exists()

@@ -8,8 +8,7 @@ from datetime import timedelta
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
-from services import agents, credentials
+from services import agents
 from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AccountAPIView, AuditedAPIView
 from services.api.context import ApiRequest
@@ -24,23 +23,12 @@ from services.api.serializers import (
     AgentTokenSerializer,
 )
 from services.audit import Operation
-from services.exceptions import FieldErrorCode, InvalidRequest, field_error
 from services.grants import GrantSpec
 from services.times import rfc3339
 
 NAME_PARAMETER = path_identifier(
     "name", "The agent's name; one holding `/` cannot be addressed (404 not_found).", "report-bot"
 )
-
-
-def agent_name(raw: str) -> str:
-    try:
-        return normalize_service(raw)
-    except InvalidIdentifier:
-        raise InvalidRequest(
-            "The agent name is not valid.",
-            errors=[field_error("name", FieldErrorCode.INVALID, SERVICE_RULE)],
-        ) from None
 
 
 def grant_body(grant: GrantSpec) -> dict:
@@ -102,9 +90,8 @@ class AgentView(AccountAPIView):
         parameters=[NAME_PARAMETER],
     )
     def put(self, request: ApiRequest, name: str) -> Response:
-        normalized = agent_name(name)
         services = parse_grants(read_json_body(request))
-        put = agents.put_agent(actor=request.context.actor, name=normalized, services=services)
+        put = agents.put_agent(actor=request.context.actor, name=name, services=services)
         return Response(agent_body(put.agent), status=put.event.status)
 
     @extend_schema(
@@ -116,8 +103,7 @@ class AgentView(AccountAPIView):
         parameters=[NAME_PARAMETER],
     )
     def delete(self, request: ApiRequest, name: str) -> Response:
-        normalized = agent_name(name)
-        event = agents.delete_agent(actor=request.context.actor, name=normalized)
+        event = agents.delete_agent(actor=request.context.actor, name=name)
         return Response(status=event.status)
 
 
@@ -148,8 +134,7 @@ class AgentTokenView(AccountAPIView):
         parameters=[NAME_PARAMETER],
     )
     def get(self, request: ApiRequest, name: str) -> Response:
-        normalized = agent_name(name)
-        listed = agents.list_agent_tokens(actor=request.context.actor, name=normalized)
+        listed = agents.list_agent_tokens(actor=request.context.actor, name=name)
         return Response([token_body(token) for token in listed])
 
     @extend_schema(
@@ -166,11 +151,10 @@ class AgentTokenView(AccountAPIView):
         parameters=[NAME_PARAMETER],
     )
     def post(self, request: ApiRequest, name: str) -> Response:
-        normalized = agent_name(name)
         days = parse_token_request(request)
         result = agents.issue_agent_token(
             actor=request.context.actor,
-            name=normalized,
+            name=name,
             expires_in=timedelta(days=days) if days else None,
         )
         issued = result.issued
@@ -204,10 +188,7 @@ class AgentTokenRevokeView(AccountAPIView):
         ],
     )
     def delete(self, request: ApiRequest, name: str, prefix: str) -> Response:
-        normalized = agent_name(name)
-        event = agents.revoke_agent_token(
-            actor=request.context.actor, name=normalized, prefix=prefix
-        )
+        event = agents.revoke_agent_token(actor=request.context.actor, name=name, prefix=prefix)
         return Response(status=event.status)
 
 
@@ -229,8 +210,7 @@ class AgentCredentialsView(AuditedAPIView):
         parameters=[path_identifier("service", "A granted service.", "github")],
     )
     def get(self, request: ApiRequest, service: str) -> Response:
-        normalized = credentials.service_identifier(service)
-        read = agents.read_credentials(actor=request.context.actor, service=normalized)
+        read = agents.read_credentials(actor=request.context.actor, service=service)
         return Response(
             {
                 "service": read.service,

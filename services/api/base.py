@@ -20,11 +20,12 @@ from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
-from providers.identifiers import InvalidIdentifier, normalize_service
 from services import audit
 from services.api.context import ApiRequest, RequestContext
 from services.api.throttling import TokenRateThrottle
 from services.audit import Operation
+from services.exceptions import InvalidIdentifier
+from services.identifiers import service_identifier
 
 logger = logging.getLogger("credvault.audit")
 
@@ -47,7 +48,7 @@ def note_subject(context: RequestContext, path: dict[str, str]) -> None:
     for parameter, attribute in (("service", "service"), ("name", "target")):
         if parameter in path:
             with contextlib.suppress(InvalidIdentifier):
-                setattr(context, attribute, normalize_service(path[parameter]))
+                setattr(context, attribute, service_identifier(path[parameter]))
 
 
 class AuditedAPIView(APIView):

@@ -21,7 +21,6 @@ from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services.api.serializers import (
     AgentInputSerializer,
     AgentTokenInputSerializer,
@@ -379,10 +378,7 @@ def parse_grants(data: Any) -> list[Given]:
             continue  # named by shape_errors
         where = f"services[{index}]"
         service_field = where if isinstance(raw, str) else f"{where}.service"
-        try:
-            named.append((where, service_field, normalize_service(entry["service"]), entry))
-        except InvalidIdentifier:
-            errors.append(field_error(service_field, FieldErrorCode.INVALID_SERVICE, SERVICE_RULE))
+        named.append((where, service_field, entry["service"], entry))
     if errors:
         raise InvalidRequest(errors=errors)
     return [

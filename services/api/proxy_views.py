@@ -16,8 +16,7 @@ from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from providers import outbound
-from providers.identifiers import InvalidIdentifier, normalize_service, split_base
-from services import credentials
+from providers.identifiers import split_base
 from services.api.authentication import AgentTokenAuthentication, path_token
 from services.api.base import AuditedAPIView
 from services.api.context import ApiRequest
@@ -33,11 +32,12 @@ from services.broker.headers import canonical
 from services.broker.paths import MAX_PATH_LENGTH
 from services.broker.tokens import without_tokens
 from services.exceptions import (
+    InvalidIdentifier,
     InvalidProxyPath,
     InvalidProxyRequest,
-    InvalidService,
     PathNotFound,
 )
+from services.identifiers import service_identifier
 
 METHODS = ("get", "head", "post", "put", "patch", "delete")
 
@@ -66,7 +66,7 @@ def proxy_target(request: ApiRequest, segment: str) -> tuple[str, Base, str]:
     `segment` is the service's segment of the path (`huggingface~router`), decoded."""
     service, base = split_base(segment)
     chosen, path = named_base(base, raw_path(request, segment))
-    return credentials.service_identifier(service), chosen, path
+    return service_identifier(service), chosen, path
 
 
 def agent_headers(request: ApiRequest) -> dict[str, str]:
@@ -179,11 +179,11 @@ class ProxyView(AuditedAPIView):
         # The service of a segment that names a base too (`huggingface~router`), which the
         # base class's reading of the path does not split.
         with contextlib.suppress(InvalidIdentifier):
-            context.service = normalize_service(split_base(kwargs["service"])[0])
+            context.service = service_identifier(split_base(kwargs["service"])[0])
         try:
             _, base, path = proxy_target(request, kwargs["service"])
             context.path = without_tokens(base.spelling + (path or "/"))[:MAX_PATH_LENGTH]
-        except (InvalidProxyPath, InvalidService):
+        except (InvalidProxyPath, InvalidIdentifier):
             context.path = "/"
         super().initial(request, *args, **kwargs)
 

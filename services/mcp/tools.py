@@ -43,9 +43,9 @@ from services.broker.destination import named_base
 from services.broker.paths import MAX_PATH_LENGTH
 from services.broker.streams import StreamCut
 from services.broker.tokens import without_tokens
-from services.credentials import service_identifier
 from services.exceptions import PayloadTooLarge, ProblemError
 from services.grants import PROXY_METHODS, GrantSpec
+from services.identifiers import service_identifier
 from services.models import Grant, ServiceStatus
 from services.storage import queries
 
