@@ -289,6 +289,10 @@ class PayloadTooLarge(ProblemError):
     default_code = "payload_too_large"
     default_detail = "The body is larger than 64 KiB."
 
+    @classmethod
+    def over(cls, most: int) -> PayloadTooLarge:
+        return cls(f"The body is larger than {most} bytes.")
+
 
 class UnsupportedMediaType(ProblemError):
     status_code = status.HTTP_415_UNSUPPORTED_MEDIA_TYPE

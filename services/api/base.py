@@ -12,9 +12,7 @@ authentication, or from the body, noted by the view).
 from __future__ import annotations
 
 import contextlib
-import logging
 
-from django.db import DatabaseError
 from django.http import HttpResponse
 from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.negotiation import BaseContentNegotiation
@@ -26,8 +24,6 @@ from services.api.throttling import TokenRateThrottle
 from services.audit import Operation
 from services.exceptions import InvalidIdentifier
 from services.identifiers import service_identifier
-
-logger = logging.getLogger("credvault.audit")
 
 
 class JSONOnlyNegotiation(BaseContentNegotiation):
@@ -76,18 +72,15 @@ class AuditedAPIView(APIView):
         operation = self.operations.get(method)
         if context.principal is None or operation is None:
             return  # no account to tell, or a method the view does not allow
-        try:
-            audit.record(
-                context.actor,
-                operation,
-                status=status,
-                service=context.service,
-                target=context.target,
-                method=context.method,
-                path=context.path,
-            )
-        except DatabaseError as exc:
-            logger.error("audit event not written: %s", type(exc).__name__)
+        audit.record_refusal(
+            context.actor,
+            operation,
+            status=status,
+            service=context.service,
+            target=context.target,
+            method=context.method,
+            path=context.path,
+        )
 
 
 class AccountAPIView(AuditedAPIView):

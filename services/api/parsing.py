@@ -112,7 +112,7 @@ def body_at_most(request: HttpRequest, most: int) -> bytes:
     or the body itself is over `most` bytes."""
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if (declared.isdigit() and int(declared) > most) or len(request.body) > most:
-        raise PayloadTooLarge(f"The body is larger than {most} bytes.")
+        raise PayloadTooLarge.over(most)
     return request.body
 
 

@@ -10,7 +10,6 @@ import contextlib
 from functools import partial
 from urllib.parse import quote, unquote, urlsplit
 
-from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -23,7 +22,7 @@ from services.api.context import ApiRequest
 from services.api.parsing import body_at_most
 from services.api.schema import path_identifier, problems
 from services.api.throttling import ProxyRateThrottle
-from services.api.wsgi import PROXY_PATH_PREFIX
+from services.api.wsgi import PROXY_PATH_PREFIX, body_limit
 from services.audit import Operation
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
@@ -85,10 +84,10 @@ def agent_headers(request: ApiRequest) -> dict[str, str]:
 
 
 def proxy_body(request: ApiRequest) -> bytes:
-    """The body sent on: at most CREDVAULT_PROXY_MAX_BODY bytes, and none on GET, HEAD or
-    OPTIONS, whose requests carry no body: a provider that does not read one takes it for the
-    start of the next request on the connection."""
-    body = body_at_most(request, int(settings.CREDVAULT_PROXY_MAX_BODY))
+    """The body sent on (the broker checks its limit; a longer one than the server reads is
+    413 unread), and none on GET, HEAD or OPTIONS, whose requests carry no body: a provider
+    that does not read one takes it for the start of the next request on the connection."""
+    body = body_at_most(request, body_limit(request.META))
     if body and request.method in outbound.BODILESS_METHODS:
         raise InvalidProxyRequest()
     return body
