@@ -301,8 +301,10 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
         service, request = proxy_request(arguments)
     except InvalidArguments as exc:
         method, path = arguments.get("method"), arguments.get("path")
-        _record_refusal(
+        audit.record_refusal(
             actor,
+            Operation.PROXY_CALL,
+            via=VIA,
             service="",
             method=method.upper() if str(method).upper() in PROXY_METHODS else "",
             path=without_tokens(path)[:MAX_PATH_LENGTH]
@@ -325,8 +327,10 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
         answer = call(actor=actor, service=service, request=request, via=VIA)
     except ProblemError as problem:
         if not audit.is_recorded(problem):  # a call that failed once sent has its event
-            _record_refusal(
+            audit.record_refusal(
                 actor,
+                Operation.PROXY_CALL,
+                via=VIA,
                 service=normalized,
                 method=request.method,
                 path=without_tokens(request.agent_path),
@@ -334,18 +338,6 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
             )
         return _refusal(problem.status_code, problem.default_code, str(problem.detail))
     return _result(answer)
-
-
-def _record_refusal(actor: Actor, *, service: str, method: str, path: str, status: int) -> None:
-    audit.record_refusal(
-        actor,
-        Operation.PROXY_CALL,
-        status=status,
-        service=service,
-        method=method,
-        path=path,
-        via=VIA,
-    )
 
 
 def _refusal(status: int, code: str, detail: str) -> ToolResult:
