@@ -23,7 +23,7 @@ from services.api.context import ApiRequest, RequestContext
 from services.api.throttling import TokenRateThrottle
 from services.audit import Operation
 from services.exceptions import InvalidIdentifier
-from services.identifiers import service_identifier
+from services.identifiers import agent_name, service_identifier
 
 
 class JSONOnlyNegotiation(BaseContentNegotiation):
@@ -40,11 +40,14 @@ class JSONOnlyNegotiation(BaseContentNegotiation):
 def note_subject(context: RequestContext, path: dict[str, str]) -> None:
     """What the path names (a service, an agent), for the audit event of a refusal, even one
     that comes before the view runs (a revoked token). A name that cannot be normalized is
-    refused by the view and recorded without it."""
-    for parameter, attribute in (("service", "service"), ("name", "target")):
+    refused by the business function and recorded without it."""
+    for parameter, attribute, normalized in (
+        ("service", "service", service_identifier),
+        ("name", "target", agent_name),
+    ):
         if parameter in path:
             with contextlib.suppress(InvalidIdentifier):
-                setattr(context, attribute, service_identifier(path[parameter]))
+                setattr(context, attribute, normalized(path[parameter]))
 
 
 class AuditedAPIView(APIView):
