@@ -5,23 +5,48 @@ and from MCP's call_api."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from django.test import Client
 
 from services import audit
 from services.audit import Actor
 from services.broker.call import ProxyRequest, call
 from services.exceptions import PayloadTooLarge
 from services.models import Agent, AuditEvent
+from tests.support import agent_token, creds, marked, put_agent
 from tests.support import call as proxy_call
-from tests.test_mcp import agent, tool  # noqa: F401 (the fixture)
 
 REFUSED_FIELDS = ("action", "outcome", "status", "service", "method", "path", "agent_name")
 
 
+@pytest.fixture
+def agent(alice_api, provider_server):
+    """Alice's github set, a proxy grant of github to `bot`, and its token."""
+    assert alice_api.store("github", creds(api_key=marked("gh"))).status_code == 201
+    assert put_agent(alice_api, "bot", ["github"], access=None).status_code == 201
+    return agent_token(alice_api, "bot")
+
+
+def tool(token: str, name: str, arguments: dict) -> dict:
+    """A `tools/call` of MCP's handshake era: its result."""
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    message["params"] = {"name": name, "arguments": arguments}
+    response = Client().post(
+        "/mcp",
+        json.dumps(message),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2025-11-25"},
+    )
+    assert response.status_code == 200, response.content
+    return response.json()["result"]
+
+
 @pytest.mark.django_db
-def test_the_broker_refuses_a_body_over_the_limit_for_every_route(agent, settings):  # noqa: F811
+def test_the_broker_refuses_a_body_over_the_limit_for_every_route(agent, settings):
     settings.CREDVAULT_PROXY_MAX_BODY = 10
-    _, token = agent
+    token = agent
     proxied = proxy_call(token, "POST", "github", "/x", body=b"x" * 11)
     tooled = tool(
         token, "call_api", {"service": "github", "method": "POST", "path": "/x", "body": "x" * 11}
@@ -44,8 +69,8 @@ def test_the_broker_refuses_a_body_over_the_limit_for_every_route(agent, setting
 
 
 @pytest.mark.django_db
-def test_a_refused_call_is_recorded_once_alike_from_the_proxy_and_mcp(agent, monkeypatch):  # noqa: F811
-    _, token = agent
+def test_a_refused_call_is_recorded_once_alike_from_the_proxy_and_mcp(agent, monkeypatch):
+    token = agent
     recorded = []
     record_refusal = audit.record_refusal
     monkeypatch.setattr(
