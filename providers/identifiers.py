@@ -47,10 +47,6 @@ def normalize_service(raw: str) -> str:
     return text
 
 
-def is_key_name(name: str) -> bool:
-    return KEY_NAME_PATTERN.fullmatch(name) is not None
-
-
 def key_type_for(key_names: Iterable[str]) -> str:
     """`oauth` when the set holds an access or refresh token, otherwise `api_key`."""
     return OAUTH if OAUTH_MARKERS.intersection(key_names) else API_KEY

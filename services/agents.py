@@ -25,6 +25,7 @@ from services.exceptions import (
     TokenNotFound,
 )
 from services.grants import Given, GrantSpec, checked_grants
+from services.identifiers import agent_name, service_identifier
 from services.models import (
     Agent,
     AgentToken,
@@ -127,6 +128,7 @@ def put_agent(*, actor: Actor, name: str, services: Sequence[Given]) -> AgentPut
     the grant rules (services/grants.py: InvalidRequest naming every broken one); grants of one
     service count once when they are the same. A removed grant ends the agent's access to that
     service with this transaction's commit."""
+    name = agent_name(name)
     grants = checked_grants(services)
     try:
         return _put_once(actor=actor, name=name, services=grants)
@@ -137,6 +139,7 @@ def put_agent(*, actor: Actor, name: str, services: Sequence[Given]) -> AgentPut
 
 def delete_agent(*, actor: Actor, name: str) -> AuditEvent:
     """Delete the agent and its grants; its tokens are refused from the next request on."""
+    name = agent_name(name)
     with account_transaction(actor.account_id):
         deleted, _ = Agent.objects.filter(account_id=actor.account_id, name=name).delete()
         if not deleted:
@@ -148,6 +151,7 @@ def issue_agent_token(
     *, actor: Actor, name: str, expires_in: timedelta | None = None
 ) -> IssuedAgentToken:
     """A new `cva_` token for the agent; its plaintext is in the result and nowhere else."""
+    name = agent_name(name)
     with account_transaction(actor.account_id):
         agent = _agent(actor, name)
         issued = create_token(
@@ -171,6 +175,7 @@ def _agent(actor: Actor, name: str) -> Agent:
 
 def list_agent_tokens(*, actor: Actor, name: str) -> list[AgentToken]:
     """The agent's tokens, oldest first: prefixes and dates, never a token or a digest."""
+    name = agent_name(name)
     tokens_of_agent = list(_agent(actor, name).tokens.order_by("created_at", "pk"))
     audit.record(actor, Operation.LIST_AGENT_TOKENS, target=name)
     return tokens_of_agent
@@ -179,6 +184,7 @@ def list_agent_tokens(*, actor: Actor, name: str) -> list[AgentToken]:
 def revoke_agent_token(*, actor: Actor, name: str, prefix: str) -> AuditEvent:
     """Revoke the agent's token with this display prefix (already revoked: unchanged); it is
     refused from its next request."""
+    name = agent_name(name)
     with account_transaction(actor.account_id):
         token = _agent(actor, name).tokens.filter(prefix=prefix).first()
         if token is None:
@@ -199,6 +205,7 @@ def read_credentials(*, actor: Actor, service: str) -> AgentCredentials:
     transaction (two more round trips on PostgreSQL) surrounds them. Nothing decrypted is kept
     after the response.
     """
+    service = service_identifier(service)
     found = granted_set(actor=actor, service=service)
     if found is None:
         raise NotGranted()

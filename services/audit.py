@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from services import checkpoints
@@ -38,6 +38,9 @@ from services.models import (
 )
 from services.storage import queries
 from services.times import rfc3339
+
+# A refusal whose event cannot be written is told here (`record_refusal`).
+_log = logging.getLogger("credvault.audit")
 
 GENESIS = "0" * 64
 # The actor of changes made with management commands, in place of a token prefix; and of
@@ -280,6 +283,34 @@ def record_sent(
             "completion_mac": "",
         }
     )
+
+
+def record_refusal(
+    actor: Actor,
+    operation: Operation,
+    *,
+    status: int,
+    service: str = "",
+    target: str = "",
+    method: str = "",
+    path: str = "",
+    via: str = "",
+) -> None:
+    """The one recorder of a refused or failed request (a view's, a brokered call's from the
+    proxy or MCP): its event, or, when the database fails, a log line; the refusal stands."""
+    try:
+        record(
+            actor,
+            operation,
+            status=status,
+            service=service,
+            target=target,
+            method=method,
+            path=path,
+            via=via,
+        )
+    except DatabaseError as exc:
+        _log.error("audit event not written: %s", type(exc).__name__)
 
 
 # Set on an exception whose request has its event already (a brokered call that failed after

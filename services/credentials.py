@@ -13,18 +13,18 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from providers import catalog, listing, verification
-from providers.identifiers import InvalidIdentifier, key_type_for, normalize_service
+from providers.identifiers import key_type_for
 from services import audit
 from services.audit import Actor, Operation
 from services.exceptions import (
     FieldErrorCode,
     InvalidRequest,
-    InvalidService,
     ServiceLimitReached,
     ServiceNotConnected,
     VerificationFailed,
     field_error,
 )
+from services.identifiers import service_identifier
 from services.models import AuditEvent, ConnectedService
 from services.oauth.token_sets import refresh_by_of
 from services.sealed import OpenedSet, seal_set
@@ -43,14 +43,6 @@ class CredentialSet:
     def __repr__(self) -> str:
         names = [name for name, _ in self.fields]
         return f"CredentialSet(service={self.service!r}, key_names={names!r})"
-
-
-def service_identifier(raw: str) -> str:
-    """Normalize a service identifier from a body or a path, or raise InvalidService."""
-    try:
-        return normalize_service(raw)
-    except InvalidIdentifier:
-        raise InvalidService() from None
 
 
 def credential_set(*, service: str, fields: OpenedSet) -> CredentialSet:
@@ -197,6 +189,7 @@ def store_verified_credentials(*, actor: Actor, credentials: CredentialSet) -> S
 def remove_service(*, actor: Actor, service: str) -> AuditEvent:
     """Delete every field of the service at once, or raise ServiceNotConnected. From the
     commit on, no agent read finds any of them."""
+    service = service_identifier(service)
     with account_transaction(actor.account_id):
         deleted, _ = ConnectedService.objects.filter(
             account_id=actor.account_id, service=service

@@ -78,15 +78,29 @@ class InvalidRequest(ProblemError):
     default_detail = "The body does not have the expected shape; see errors."
 
 
-class InvalidService(ProblemError):
-    default_code = "invalid_service"
-    default_detail = "The service identifier is not valid."
+class InvalidIdentifier(ProblemError):
+    """A service identifier or agent name that does not normalize (`services/identifiers.py`):
+    400 naming its field with the rule. The one error of a bad identifier; a subclass says how
+    each kind is answered."""
+
+    field = "service"
 
     def __init__(self, detail: str | None = None) -> None:
         super().__init__(
             detail,
-            errors=[field_error("service", FieldErrorCode.INVALID, SERVICE_RULE)],
+            errors=[field_error(self.field, FieldErrorCode.INVALID, SERVICE_RULE)],
         )
+
+
+class InvalidService(InvalidIdentifier):
+    default_code = "invalid_service"
+    default_detail = "The service identifier is not valid."
+
+
+class InvalidAgentName(InvalidIdentifier):
+    default_code = "invalid_request"
+    default_detail = "The agent name is not valid."
+    field = "name"
 
 
 class ServiceNotConnected(ProblemError):
@@ -274,6 +288,10 @@ class PayloadTooLarge(ProblemError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "payload_too_large"
     default_detail = "The body is larger than 64 KiB."
+
+    @classmethod
+    def over(cls, most: int) -> PayloadTooLarge:
+        return cls(f"The body is larger than {most} bytes.")
 
 
 class UnsupportedMediaType(ProblemError):

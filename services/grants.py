@@ -22,7 +22,9 @@ from typing import NamedTuple
 
 from providers import catalog
 from providers.graphql_operations import is_name
-from services.exceptions import FieldErrorCode, InvalidRequest, field_error
+from providers.identifiers import SERVICE_RULE
+from services.exceptions import FieldErrorCode, InvalidIdentifier, InvalidRequest, field_error
+from services.identifiers import service_identifier
 from services.models import PROXY_METHODS, WHOLE_API, Grant, GrantAccess
 
 MAX_GRANTS = 100
@@ -205,16 +207,23 @@ def given_in_list(grants: Iterable[GrantSpec]) -> list[Given]:
 
 
 def checked_grants(grants: Sequence[Given]) -> list[GrantSpec]:
-    """An agent's whole set of grants: every rule checked, or InvalidRequest naming each broken
-    one by the field it came from. Grants that name one service count once when they grant the
-    same; with different options they are refused. Sorted by service."""
+    """An agent's whole set of grants, each service normalized: every rule checked, or
+    InvalidRequest naming each broken one by the field it came from. Grants that name one
+    service count once when they grant the same; with different options they are refused.
+    Sorted by service."""
     errors = []
     if len(grants) > MAX_GRANTS:
         errors.append(
             field_error("services", FieldErrorCode.TOO_LONG, f"At most {MAX_GRANTS} grants.")
         )
     unique: dict[str, GrantSpec] = {}
-    for given, entry, service_field in grants:
+    for sent, entry, service_field in grants:
+        try:
+            given = replace(sent, service=service_identifier(sent.service))
+        except InvalidIdentifier:
+            named = service_field or entry or "services"
+            errors.append(field_error(named, FieldErrorCode.INVALID_SERVICE, SERVICE_RULE))
+            continue
         errors += grant_errors(given, f"{entry}." if entry else "")
         grant = given.normalized()
         if unique.setdefault(grant.service, grant) != grant:

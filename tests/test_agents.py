@@ -385,3 +385,34 @@ def test_grants_given_as_a_list_are_named_by_their_place():
         Given(github, "services[0]"),
         Given(slack, "services[1]"),
     ]
+
+
+@pytest.mark.django_db
+def test_put_agent_normalizes_and_checks_its_own_input(alice):
+    """The business function, called directly (not through a view or a command), normalizes
+    the agent's name and its grants' services, and refuses a name that does not normalize."""
+    from services import agents
+    from services.audit import Actor
+    from services.exceptions import InvalidAgentName, InvalidIdentifier
+    from services.grants import GrantSpec, given_in_list
+
+    actor = Actor.command(alice.pk)
+    grants = given_in_list([GrantSpec("GitHub")])
+    put = agents.put_agent(actor=actor, name="  Report_Bot ", services=grants)
+    assert (put.agent.name, [grant.service for grant in put.agent.services]) == (
+        "report-bot",
+        ["github"],
+    )
+    assert list(Agent.objects.filter(account=alice).values_list("name", flat=True)) == [
+        "report-bot"
+    ]
+    assert agents.delete_agent(actor=actor, name="REPORT-BOT").status == 204
+    with pytest.raises(InvalidAgentName) as refused:
+        agents.put_agent(actor=actor, name="../etc", services=[])
+    assert isinstance(refused.value, InvalidIdentifier)
+    assert (refused.value.status_code, refused.value.default_code, refused.value.errors) == (
+        400,
+        "invalid_request",
+        [{"field": "name", "code": "invalid", "message": refused.value.errors[0]["message"]}],
+    )
+    assert not Agent.objects.filter(account=alice).exists()

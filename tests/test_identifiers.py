@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from providers.identifiers import InvalidIdentifier, is_key_name, key_type_for, normalize_service
+from providers.identifiers import (
+    KEY_NAME_PATTERN,
+    InvalidIdentifier,
+    key_type_for,
+    normalize_service,
+)
 from tests.support import assert_problem, creds
 
 
@@ -86,7 +91,7 @@ def test_fullwidth_and_spaced_names_reach_the_same_service(alice_api):
     ],
 )
 def test_key_names(name, valid):
-    assert is_key_name(name) is valid
+    assert (KEY_NAME_PATTERN.fullmatch(name) is not None) is valid
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,7 @@ from datetime import timedelta
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
-from services import agents, credentials
+from services import agents
 from services.api.authentication import AgentTokenAuthentication
 from services.api.base import AccountAPIView, AuditedAPIView
 from services.api.context import ApiRequest
@@ -25,21 +24,10 @@ from services.api.serializers import (
     AgentTokenSerializer,
 )
 from services.audit import Operation
-from services.exceptions import FieldErrorCode, InvalidRequest, field_error
 
 NAME_PARAMETER = path_identifier(
     "name", "The agent's name; one holding `/` cannot be addressed (404 not_found).", "report-bot"
 )
-
-
-def agent_name(raw: str) -> str:
-    try:
-        return normalize_service(raw)
-    except InvalidIdentifier:
-        raise InvalidRequest(
-            "The agent name is not valid.",
-            errors=[field_error("name", FieldErrorCode.INVALID, SERVICE_RULE)],
-        ) from None
 
 
 class AgentListView(AccountAPIView):
@@ -79,9 +67,8 @@ class AgentView(AccountAPIView):
         parameters=[NAME_PARAMETER],
     )
     def put(self, request: ApiRequest, name: str) -> Response:
-        normalized = agent_name(name)
         services = parse_grants(read_json_body(request))
-        put = agents.put_agent(actor=request.context.actor, name=normalized, services=services)
+        put = agents.put_agent(actor=request.context.actor, name=name, services=services)
         return Response(render(AgentSerializer, put.agent), status=put.event.status)
 
     @extend_schema(
@@ -93,8 +80,7 @@ class AgentView(AccountAPIView):
         parameters=[NAME_PARAMETER],
     )
     def delete(self, request: ApiRequest, name: str) -> Response:
-        normalized = agent_name(name)
-        event = agents.delete_agent(actor=request.context.actor, name=normalized)
+        event = agents.delete_agent(actor=request.context.actor, name=name)
         return Response(status=event.status)
 
 
@@ -111,8 +97,7 @@ class AgentTokenView(AccountAPIView):
         parameters=[NAME_PARAMETER],
     )
     def get(self, request: ApiRequest, name: str) -> Response:
-        normalized = agent_name(name)
-        listed = agents.list_agent_tokens(actor=request.context.actor, name=normalized)
+        listed = agents.list_agent_tokens(actor=request.context.actor, name=name)
         return Response(render_many(AgentTokenInfoSerializer, listed))
 
     @extend_schema(
@@ -129,11 +114,10 @@ class AgentTokenView(AccountAPIView):
         parameters=[NAME_PARAMETER],
     )
     def post(self, request: ApiRequest, name: str) -> Response:
-        normalized = agent_name(name)
         days = read_shape(request, AgentTokenInputSerializer, optional=True).get("expiresInDays")
         result = agents.issue_agent_token(
             actor=request.context.actor,
-            name=normalized,
+            name=name,
             expires_in=timedelta(days=days) if days else None,
         )
         return Response(render(AgentTokenSerializer, result.issued), status=result.event.status)
@@ -158,10 +142,7 @@ class AgentTokenRevokeView(AccountAPIView):
         ],
     )
     def delete(self, request: ApiRequest, name: str, prefix: str) -> Response:
-        normalized = agent_name(name)
-        event = agents.revoke_agent_token(
-            actor=request.context.actor, name=normalized, prefix=prefix
-        )
+        event = agents.revoke_agent_token(actor=request.context.actor, name=name, prefix=prefix)
         return Response(status=event.status)
 
 
@@ -183,6 +164,5 @@ class AgentCredentialsView(AuditedAPIView):
         parameters=[path_identifier("service", "A granted service.", "github")],
     )
     def get(self, request: ApiRequest, service: str) -> Response:
-        normalized = credentials.service_identifier(service)
-        read = agents.read_credentials(actor=request.context.actor, service=normalized)
+        read = agents.read_credentials(actor=request.context.actor, service=service)
         return Response(render(AgentCredentialsSerializer, read))

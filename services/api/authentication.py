@@ -31,10 +31,11 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from providers import catalog
-from providers.identifiers import InvalidIdentifier, normalize_service, split_base
+from providers.identifiers import split_base
 from services import bearer_tokens
 from services.api.context import ApiRequest, Principal
-from services.exceptions import REALM, AmbiguousCredentials, InsufficientScope
+from services.exceptions import REALM, AmbiguousCredentials, InsufficientScope, InvalidIdentifier
+from services.identifiers import service_identifier
 from services.models import AgentToken, ApiToken
 from services.storage import queries
 from services.storage.queries import ACCOUNT_TOKEN, AGENT_TOKEN, StoredToken
@@ -90,7 +91,7 @@ def _provider(service: str) -> catalog.Provider | None:
     `huggingface~router`: its base set apart), None for a custom or malformed one."""
     service, _ = split_base(service)
     try:
-        return catalog.get(normalize_service(service))
+        return catalog.get(service_identifier(service))
     except InvalidIdentifier:
         return None
 

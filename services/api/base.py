@@ -12,23 +12,20 @@ authentication, or from the body, noted by the view).
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Any, cast
 
-from django.db import DatabaseError
 from django.http import HttpResponse
 from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from providers.identifiers import InvalidIdentifier, normalize_service
 from services import audit
 from services.api.context import ApiRequest, RequestContext
 from services.api.throttling import TokenRateThrottle
 from services.audit import Operation
-
-logger = logging.getLogger("credvault.audit")
+from services.exceptions import InvalidIdentifier
+from services.identifiers import agent_name, service_identifier
 
 
 class JSONOnlyNegotiation(BaseContentNegotiation):
@@ -45,11 +42,14 @@ class JSONOnlyNegotiation(BaseContentNegotiation):
 def note_subject(context: RequestContext, path: dict[str, str]) -> None:
     """What the path names (a service, an agent), for the audit event of a refusal, even one
     that comes before the view runs (a revoked token). A name that cannot be normalized is
-    refused by the view and recorded without it."""
-    for parameter, attribute in (("service", "service"), ("name", "target")):
+    refused by the business function and recorded without it."""
+    for parameter, attribute, normalized in (
+        ("service", "service", service_identifier),
+        ("name", "target", agent_name),
+    ):
         if parameter in path:
             with contextlib.suppress(InvalidIdentifier):
-                setattr(context, attribute, normalize_service(path[parameter]))
+                setattr(context, attribute, normalized(path[parameter]))
 
 
 class AuditedAPIView(APIView):
@@ -79,18 +79,15 @@ class AuditedAPIView(APIView):
         operation = self.operations.get(method)
         if context.principal is None or operation is None:
             return  # no account to tell, or a method the view does not allow
-        try:
-            audit.record(
-                context.actor,
-                operation,
-                status=status,
-                service=context.service,
-                target=context.target,
-                method=context.method,
-                path=context.path,
-            )
-        except DatabaseError as exc:
-            logger.error("audit event not written: %s", type(exc).__name__)
+        audit.record_refusal(
+            context.actor,
+            operation,
+            status=status,
+            service=context.service,
+            target=context.target,
+            method=context.method,
+            path=context.path,
+        )
 
 
 class AccountAPIView(AuditedAPIView):

@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import extend_schema
@@ -24,12 +23,12 @@ from rest_framework.request import Request
 
 from services import audit
 from services.api.authentication import AgentTokenAuthentication
-from services.api.base import AuditedAPIView, logger
+from services.api.base import AuditedAPIView
 from services.api.context import ApiRequest
 from services.api.errors import safe_methods_only
 from services.api.parsing import body_at_most
 from services.api.throttling import ProxyRateThrottle
-from services.api.wsgi import MCP_MAX_BODY, MCP_PATH, PROXY_PATH_PREFIX
+from services.api.wsgi import MCP_PATH, PROXY_PATH_PREFIX, body_limit
 from services.audit import Operation
 from services.exceptions import Forbidden
 from services.mcp import protocol
@@ -73,7 +72,7 @@ class McpView(AuditedAPIView):
         super().initial(request, *args, **kwargs)
 
     def post(self, request: ApiRequest) -> HttpResponseBase:
-        body = body_at_most(request, MCP_MAX_BODY)
+        body = body_at_most(request, body_limit(request.META))
         headers = {
             key[5:].replace("_", "-").lower(): value
             for key, value in request.META.items()
@@ -107,10 +106,7 @@ class McpView(AuditedAPIView):
         context = request.context
         if context.principal is None or request.method != "POST":
             return
-        try:
-            audit.record(context.actor, Operation.PROXY_CALL, status=status, via=VIA)
-        except DatabaseError as exc:
-            logger.error("audit event not written: %s", type(exc).__name__)
+        audit.record_refusal(context.actor, Operation.PROXY_CALL, status=status, via=VIA)
 
 
 @safe_methods_only

@@ -23,7 +23,6 @@ from django.http import HttpRequest
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services.api.serializers import (
     AgentInputSerializer,
     ConnectInputSerializer,
@@ -115,7 +114,7 @@ def body_at_most(request: HttpRequest, most: int) -> bytes:
     or the body itself is over `most` bytes."""
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if (declared.isdigit() and int(declared) > most) or len(request.body) > most:
-        raise PayloadTooLarge(f"The body is larger than {most} bytes.")
+        raise PayloadTooLarge.over(most)
     return request.body
 
 
@@ -360,10 +359,7 @@ def parse_grants(data: Any) -> list[Given]:
             continue  # named by shape_errors
         where = f"services[{index}]"
         service_field = where if isinstance(raw, str) else f"{where}.service"
-        try:
-            named.append((where, service_field, normalize_service(entry["service"]), entry))
-        except InvalidIdentifier:
-            errors.append(field_error(service_field, FieldErrorCode.INVALID_SERVICE, SERVICE_RULE))
+        named.append((where, service_field, entry["service"], entry))
     if errors:
         raise InvalidRequest(errors=errors)
     return [

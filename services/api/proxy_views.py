@@ -11,22 +11,20 @@ from functools import partial
 from typing import Any, cast
 from urllib.parse import quote, unquote, urlsplit
 
-from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 
 from providers.http.client import BODILESS_METHODS
-from providers.identifiers import InvalidIdentifier, normalize_service, split_base
-from services import credentials
+from providers.identifiers import split_base
 from services.api.authentication import AgentTokenAuthentication, path_token
 from services.api.base import AuditedAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import body_at_most
 from services.api.schema import path_identifier, problems
 from services.api.throttling import ProxyRateThrottle
-from services.api.wsgi import PROXY_PATH_PREFIX
+from services.api.wsgi import PROXY_PATH_PREFIX, body_limit
 from services.audit import Operation
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
@@ -35,11 +33,12 @@ from services.broker.headers import canonical
 from services.broker.paths import MAX_PATH_LENGTH
 from services.broker.tokens import without_tokens
 from services.exceptions import (
+    InvalidIdentifier,
     InvalidProxyPath,
     InvalidProxyRequest,
-    InvalidService,
     PathNotFound,
 )
+from services.identifiers import service_identifier
 
 METHODS = ("get", "head", "post", "put", "patch", "delete")
 
@@ -68,7 +67,7 @@ def proxy_target(request: ApiRequest, segment: str) -> tuple[str, Base, str]:
     `segment` is the service's segment of the path (`huggingface~router`), decoded."""
     service, base = split_base(segment)
     chosen, path = named_base(base, raw_path(request, segment))
-    return credentials.service_identifier(service), chosen, path
+    return service_identifier(service), chosen, path
 
 
 def agent_headers(request: ApiRequest) -> dict[str, str]:
@@ -87,10 +86,10 @@ def agent_headers(request: ApiRequest) -> dict[str, str]:
 
 
 def proxy_body(request: ApiRequest) -> bytes:
-    """The body sent on: at most CREDVAULT_PROXY_MAX_BODY bytes, and none on GET, HEAD or
-    OPTIONS, whose requests carry no body: a provider that does not read one takes it for the
-    start of the next request on the connection."""
-    body = body_at_most(request, settings.CREDVAULT_PROXY_MAX_BODY)
+    """The body sent on (the broker checks its limit; a longer one than the server reads is
+    413 unread), and none on GET, HEAD or OPTIONS, whose requests carry no body: a provider
+    that does not read one takes it for the start of the next request on the connection."""
+    body = body_at_most(request, body_limit(request.META))
     if body and request.method in BODILESS_METHODS:
         raise InvalidProxyRequest()
     return body
@@ -193,11 +192,11 @@ class ProxyView(AuditedAPIView):
         # The service of a segment that names a base too (`huggingface~router`), which the
         # base class's reading of the path does not split.
         with contextlib.suppress(InvalidIdentifier):
-            context.service = normalize_service(split_base(kwargs["service"])[0])
+            context.service = service_identifier(split_base(kwargs["service"])[0])
         try:
             _, base, path = proxy_target(api_request, kwargs["service"])
             context.path = without_tokens(base.spelling + (path or "/"))[:MAX_PATH_LENGTH]
-        except (InvalidProxyPath, InvalidService):
+        except (InvalidProxyPath, InvalidIdentifier):
             context.path = "/"
         super().initial(request, *args, **kwargs)
 

@@ -167,6 +167,5 @@ class ServiceCredentialsView(AccountAPIView):
         responses={204: OpenApiResponse(description="Removed."), **problems(404)},
     )
     def delete(self, request: ApiRequest, service: str) -> Response:
-        normalized = credentials.service_identifier(service)
-        event = credentials.remove_service(actor=request.context.actor, service=normalized)
+        event = credentials.remove_service(actor=request.context.actor, service=service)
         return Response(status=event.status)

@@ -3,7 +3,7 @@ from django.urls import path, re_path
 from services.api import agent_views, audit_views, oauth_views, proxy_views, service_views
 
 # Any text at all, control characters included, to the very end (`\Z`: `$` also matches
-# before a final newline). The view normalizes the path's text exactly as the body's, so
+# before a final newline). The path's text is normalized exactly as the body's, so
 # `line%0Abreak` names the `line-break` that a body's `line\nbreak` stores: `.*`, which stops
 # at a newline, would make it a 404.
 ANY_TEXT = r"[\s\S]*"

@@ -40,7 +40,7 @@ from services.broker.answers import (
 )
 from services.broker.destination import Base, checked_base, destination_for, placed_credential
 from services.broker.headers import check_headers, outbound_headers
-from services.broker.limits import call_in_flight
+from services.broker.limits import call_in_flight, check_body
 from services.broker.locations import json_onto_proxy, onto_proxy
 from services.broker.methods import methods_named
 from services.broker.mutations import refuse_sensitive_mutations
@@ -100,6 +100,7 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     """Make the agent's call to its provider with the stored credential; record its event
     (`via`: where the call came from besides the proxy route, `mcp`)."""
     started = time.monotonic()
+    check_body(request.body)
     path = checked_path(request.raw_path)
     checked_base(catalog.get(service), request.base)
     check_headers(request.headers)

@@ -17,12 +17,20 @@ from contextlib import contextmanager, suppress
 from django.conf import settings
 from django.core.cache import cache
 
-from services.exceptions import TooManyCallsInFlight
+from services.exceptions import PayloadTooLarge, TooManyCallsInFlight
 
 # The longest a count lives without a call ending: longer than any call may take.
 IN_FLIGHT_SECONDS = 900
 # What a refused agent is told to wait: a call in flight usually ends within it.
 RETRY_AFTER_SECONDS = 1
+
+
+def check_body(body: bytes) -> None:
+    """PayloadTooLarge for a brokered call's body over CREDVAULT_PROXY_MAX_BODY: the one check
+    of that limit, for the proxy route and MCP's call_api alike."""
+    most = int(settings.CREDVAULT_PROXY_MAX_BODY)
+    if len(body) > most:
+        raise PayloadTooLarge.over(most)
 
 
 def _key(token_prefix: str) -> str:

@@ -19,6 +19,7 @@ import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 
 from services.audit import Actor
@@ -30,22 +31,27 @@ LATEST_HANDSHAKE = "2025-11-25"
 OLDER_VERSIONS = ("2024-11-05", "2025-03-26")
 MODERN_VERSIONS = ("2026-07-28",)
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-HEADER_MISMATCH = -32020
-UNSUPPORTED_PROTOCOL_VERSION = -32022
-# The statuses of errors in the 2026-07-28 revision; any other error is answered 200.
-MODERN_ERROR_STATUS = {
-    PARSE_ERROR: 400,
-    INVALID_REQUEST: 400,
-    INVALID_PARAMS: 400,
-    HEADER_MISMATCH: 400,
-    UNSUPPORTED_PROTOCOL_VERSION: 400,
-    METHOD_NOT_FOUND: 404,
-}
-HANDSHAKE_ERROR_STATUS = {PARSE_ERROR: 400, INVALID_REQUEST: 400}
+
+class RpcCode(IntEnum):
+    """A JSON-RPC error code with the HTTP status it is answered with: in the 2026-07-28
+    revision (`status`) and in the handshake era (`handshake_status`)."""
+
+    status: int
+    handshake_status: int
+
+    def __new__(cls, code: int, status: int, handshake_status: int) -> RpcCode:
+        member = int.__new__(cls, code)
+        member._value_ = code
+        member.status, member.handshake_status = status, handshake_status
+        return member
+
+    PARSE_ERROR = (-32700, 400, 400)
+    INVALID_REQUEST = (-32600, 400, 400)
+    METHOD_NOT_FOUND = (-32601, 404, 200)
+    INVALID_PARAMS = (-32602, 400, 200)
+    HEADER_MISMATCH = (-32020, 400, 200)
+    UNSUPPORTED_PROTOCOL_VERSION = (-32022, 400, 200)
+
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
@@ -68,16 +74,17 @@ class Reply:
 
 
 class RpcError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: RpcCode, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code, self.message, self.data = code, message, data
 
 
-def _error(request_id: Any, error: RpcError, statuses: Mapping[int, int]) -> Reply:
-    body: dict[str, Any] = {"code": error.code, "message": error.message}
+def _error(request_id: Any, error: RpcError, *, modern: bool) -> Reply:
+    body: dict[str, Any] = {"code": int(error.code), "message": error.message}
     if error.data is not None:
         body["data"] = error.data
-    return Reply(statuses.get(error.code, 200), {"jsonrpc": "2.0", "id": request_id, "error": body})
+    status = error.code.status if modern else error.code.handshake_status
+    return Reply(status, {"jsonrpc": "2.0", "id": request_id, "error": body})
 
 
 def answer(*, actor: Actor, body: bytes, headers: Mapping[str, str], proxy_base: str) -> Reply:
@@ -85,41 +92,42 @@ def answer(*, actor: Actor, body: bytes, headers: Mapping[str, str], proxy_base:
     the proxy's URL before the service (`https://credvault.example/api/v1/agent/proxy/`)."""
     version = headers.get("mcp-protocol-version")
     modern = version is not None and version not in HANDSHAKE_VERSIONS + OLDER_VERSIONS
-    statuses = MODERN_ERROR_STATUS if modern else HANDSHAKE_ERROR_STATUS
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
-        return _error(None, RpcError(PARSE_ERROR, "Parse error"), statuses)
+        return _error(None, RpcError(RpcCode.PARSE_ERROR, "Parse error"), modern=modern)
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return _error(None, RpcError(INVALID_REQUEST, "Invalid Request"), statuses)
+        return _error(None, RpcError(RpcCode.INVALID_REQUEST, "Invalid Request"), modern=modern)
     if "method" not in message and ("result" in message or "error" in message):
         # A client's response: the server sends no request, so nothing waits for it.
         if modern:
-            return _error(None, RpcError(INVALID_REQUEST, "Invalid Request"), statuses)
+            return _error(None, RpcError(RpcCode.INVALID_REQUEST, "Invalid Request"), modern=modern)
         return Reply(202)
     request_id = message.get("id")
     method = message.get("method")
     if not isinstance(method, str) or (
         "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, (str, int)))
     ):
-        return _error(None, RpcError(INVALID_REQUEST, "Invalid Request"), statuses)
+        return _error(None, RpcError(RpcCode.INVALID_REQUEST, "Invalid Request"), modern=modern)
     params = message.get("params", {})
     if not isinstance(params, dict):
-        return _error(request_id, RpcError(INVALID_PARAMS, "params must be an object"), statuses)
+        return _error(
+            request_id, RpcError(RpcCode.INVALID_PARAMS, "params must be an object"), modern=modern
+        )
     if "id" not in message:
         if modern and version not in MODERN_VERSIONS:
-            return _error(None, _unsupported(version), statuses)
+            return _error(None, _unsupported(version), modern=modern)
         return Reply(202)  # a notification: acknowledged, nothing to act on
     if version in OLDER_VERSIONS:
         return _error(
             request_id,
-            RpcError(INVALID_REQUEST, f"Unsupported protocol version: {version}"),
-            statuses,
+            RpcError(RpcCode.INVALID_REQUEST, f"Unsupported protocol version: {version}"),
+            modern=modern,
         )
     if not modern and _claims_version(params, version):
         # A body that speaks a revision its header does not name: the header routed it here,
         # the body says otherwise, and neither is trusted.
-        return _error(request_id, _header_mismatch(), MODERN_ERROR_STATUS)
+        return _error(request_id, _header_mismatch(), modern=True)
     try:
         if modern:
             _check_envelope(message, params, headers)
@@ -127,13 +135,13 @@ def answer(*, actor: Actor, body: bytes, headers: Mapping[str, str], proxy_base:
         else:
             result = _handshake(actor, method, params, proxy_base)
     except RpcError as error:
-        return _error(request_id, error, statuses)
+        return _error(request_id, error, modern=modern)
     return Reply(200, {"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
 def _unsupported(requested: Any) -> RpcError:
     return RpcError(
-        UNSUPPORTED_PROTOCOL_VERSION,
+        RpcCode.UNSUPPORTED_PROTOCOL_VERSION,
         "Unsupported protocol version",
         {"supported": list(MODERN_VERSIONS), "requested": requested},
     )
@@ -141,7 +149,7 @@ def _unsupported(requested: Any) -> RpcError:
 
 def _header_mismatch() -> RpcError:
     return RpcError(
-        HEADER_MISMATCH,
+        RpcCode.HEADER_MISMATCH,
         "MCP-Protocol-Version header does not match the request's protocol version",
     )
 
@@ -178,19 +186,21 @@ def _check_envelope(
         meta
     ):
         raise RpcError(
-            INVALID_PARAMS,
+            RpcCode.INVALID_PARAMS,
             f"params._meta must carry {PROTOCOL_VERSION_META!r} and {CLIENT_CAPABILITIES_META!r}",
         )
     requested = meta[PROTOCOL_VERSION_META]
     if headers.get("mcp-protocol-version") != requested:
         raise _header_mismatch()
     if headers.get("mcp-method") != message["method"]:
-        raise RpcError(HEADER_MISMATCH, "Mcp-Method header does not match the request's method")
+        raise RpcError(
+            RpcCode.HEADER_MISMATCH, "Mcp-Method header does not match the request's method"
+        )
     name = params.get("name") if message["method"] == "tools/call" else None
     if name is not None and _header_value(headers.get("mcp-name")) != name:
-        raise RpcError(HEADER_MISMATCH, "Mcp-Name header does not match the tool's name")
+        raise RpcError(RpcCode.HEADER_MISMATCH, "Mcp-Name header does not match the tool's name")
     if not isinstance(requested, str):
-        raise RpcError(INVALID_PARAMS, "the protocol version must be a string")
+        raise RpcError(RpcCode.INVALID_PARAMS, "the protocol version must be a string")
     if requested not in MODERN_VERSIONS:
         raise _unsupported(requested)
 
@@ -199,7 +209,7 @@ def _handshake(actor: Actor, method: str, params: Mapping[str, Any], proxy_base:
     if method == "initialize":
         asked = params.get("protocolVersion")
         if not isinstance(asked, str):
-            raise RpcError(INVALID_PARAMS, "initialize needs a protocolVersion")
+            raise RpcError(RpcCode.INVALID_PARAMS, "initialize needs a protocolVersion")
         return {
             "protocolVersion": asked if asked in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE,
             "capabilities": CAPABILITIES,
@@ -212,7 +222,7 @@ def _handshake(actor: Actor, method: str, params: Mapping[str, Any], proxy_base:
         return {"tools": tools.definitions(actor=actor)}
     if method == "tools/call":
         return _call_tool(actor, params, proxy_base)
-    raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+    raise RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
 def _modern(actor: Actor, method: str, params: Mapping[str, Any], proxy_base: str) -> dict:
@@ -230,7 +240,7 @@ def _modern(actor: Actor, method: str, params: Mapping[str, Any], proxy_base: st
     elif method == "tools/call":
         result = _call_tool(actor, params, proxy_base)
     else:
-        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        raise RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}")
     return {**result, "resultType": "complete"}
 
 
@@ -240,15 +250,15 @@ def _call_tool(actor: Actor, params: Mapping[str, Any], proxy_base: str) -> dict
     if arguments is None:
         arguments = {}
     if not isinstance(name, str):
-        raise RpcError(INVALID_PARAMS, "tools/call needs the tool's name")
+        raise RpcError(RpcCode.INVALID_PARAMS, "tools/call needs the tool's name")
     if not isinstance(arguments, dict):
-        raise RpcError(INVALID_PARAMS, "the tool's arguments must be an object")
+        raise RpcError(RpcCode.INVALID_PARAMS, "the tool's arguments must be an object")
     if name == "list_services":
         result = tools.list_services(actor=actor)
     elif name == "call_api":
         result = tools.call_api(actor=actor, arguments=arguments, proxy_base=proxy_base)
     else:
-        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        raise RpcError(RpcCode.INVALID_PARAMS, f"Unknown tool: {name}")
     return {
         "content": [{"type": "text", "text": json.dumps(result.structured)}],
         "structuredContent": result.structured,

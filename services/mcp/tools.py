@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import codecs
 import json
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -21,7 +20,6 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from django.conf import settings
-from django.db import DatabaseError
 
 from providers import catalog
 from providers.identifiers import HOST_BASE, split_base
@@ -34,13 +32,11 @@ from services.broker.destination import named_base
 from services.broker.paths import MAX_PATH_LENGTH
 from services.broker.streams import StreamCut
 from services.broker.tokens import without_tokens
-from services.credentials import service_identifier
-from services.exceptions import PayloadTooLarge, ProblemError
+from services.exceptions import ProblemError
 from services.grants import PROXY_METHODS, GrantSpec
+from services.identifiers import service_identifier
 from services.models import Grant, ServiceStatus
 from services.storage import queries
-
-logger = logging.getLogger("credvault.audit")
 
 VIA = "mcp"
 NOT_CONNECTED = "not_connected"
@@ -297,8 +293,10 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
         service, request = proxy_request(arguments)
     except InvalidArguments as exc:
         method, path = arguments.get("method"), arguments.get("path")
-        _record_refusal(
+        audit.record_refusal(
             actor,
+            Operation.PROXY_CALL,
+            via=VIA,
             service="",
             method=str(method).upper() if str(method).upper() in PROXY_METHODS else "",
             path=without_tokens(path)[:MAX_PATH_LENGTH]
@@ -318,14 +316,13 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
             base=chosen,
             proxy_url=partial(str, proxy_base + service + chosen.spelling),
         )
-        most = settings.CREDVAULT_PROXY_MAX_BODY
-        if len(request.body) > most:
-            raise PayloadTooLarge(f"The body is larger than {most} bytes.")
         answer = call(actor=actor, service=service, request=request, via=VIA)
     except ProblemError as problem:
         if not audit.is_recorded(problem):  # a call that failed once sent has its event
-            _record_refusal(
+            audit.record_refusal(
                 actor,
+                Operation.PROXY_CALL,
+                via=VIA,
                 service=normalized,
                 method=request.method,
                 path=without_tokens(request.agent_path),
@@ -333,22 +330,6 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
             )
         return _refusal(problem.status_code, problem.default_code, str(problem.detail))
     return _result(answer)
-
-
-def _record_refusal(actor: Actor, *, service: str, method: str, path: str, status: int) -> None:
-    """The refused call's event, as the proxy route records one (services/api/base.py)."""
-    try:
-        audit.record(
-            actor,
-            Operation.PROXY_CALL,
-            status=status,
-            service=service,
-            method=method,
-            path=path,
-            via=VIA,
-        )
-    except DatabaseError as exc:
-        logger.error("audit event not written: %s", type(exc).__name__)
 
 
 def _refusal(status: int, code: str, detail: str) -> ToolResult:

@@ -1,9 +1,10 @@
 from django.core.management.base import CommandError
 
-from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
+from providers.identifiers import SERVICE_RULE
 from services.accounts import AccountError, get_account
 from services.agents import put_agent
 from services.audit import Actor
+from services.exceptions import InvalidIdentifier
 from services.grants import (
     GRANT_PATH_RULE,
     GrantSpec,
@@ -12,6 +13,7 @@ from services.grants import (
     graphql_errors,
     option_errors,
 )
+from services.identifiers import service_identifier
 from services.management.base import CredvaultCommand
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
 
@@ -87,18 +89,35 @@ class Command(CredvaultCommand):
                 raise CommandError(f"--path {prefix!r}: {GRANT_PATH_RULE}")
         try:
             owner = get_account(name=account)
-            agent_name = normalize_service(name)
-            services = sorted({normalize_service(s) for s in service})
+            services = sorted({service_identifier(s) for s in service})
+            grants = self._grants(services, access, method, path, base, graphql)
+            # put_agent normalizes and checks the agent's name itself.
+            put = put_agent(
+                actor=Actor.command(owner.pk), name=name, services=given_in_list(grants)
+            )
         except AccountError as exc:
             raise CommandError(str(exc)) from None
         except InvalidIdentifier:
             raise CommandError(f"agent names and services are {SERVICE_RULE}") from None
+        verb = "created" if put.created else "updated"
+        granted = "; ".join(map(_grant_text, put.agent.services)) or "no services"
+        self.stdout.write(f"{verb} agent {put.agent.name} of {owner.name}: {granted}")
+
+    @staticmethod
+    def _grants(
+        services: list[str],
+        access: str,
+        method: list[str],
+        path: list[str],
+        base: str,
+        graphql: list[str],
+    ) -> list[GrantSpec]:
         for each in services:
             for error in base_errors(service=each, base=base):
                 raise CommandError(f"--base {base!r} for {each}: {error['message']}")
             for error in graphql_errors(service=each, graphql=graphql):
                 raise CommandError(f"--graphql for {each}: {error['message']}")
-        grants = [
+        return [
             GrantSpec.given(
                 each,
                 access=access,
@@ -109,9 +128,3 @@ class Command(CredvaultCommand):
             )
             for each in services
         ]
-        put = put_agent(
-            actor=Actor.command(owner.pk), name=agent_name, services=given_in_list(grants)
-        )
-        verb = "created" if put.created else "updated"
-        granted = "; ".join(map(_grant_text, put.agent.services)) or "no services"
-        self.stdout.write(f"{verb} agent {put.agent.name} of {owner.name}: {granted}")

@@ -1,10 +1,9 @@
 from django.core.management.base import CommandError
 
-from providers.identifiers import InvalidIdentifier, normalize_service
 from services.accounts import AccountError, get_account, refuse_if_deactivated
 from services.agents import issue_agent_token
 from services.audit import Actor
-from services.exceptions import AgentNotFound
+from services.exceptions import AgentNotFound, InvalidIdentifier
 from services.management.base import CredvaultCommand, manage_command
 from services.management.expiry import add_expires_in, lifetime
 
@@ -27,7 +26,7 @@ class Command(CredvaultCommand):
             refuse_if_deactivated(owner)
             issued = issue_agent_token(
                 actor=Actor.command(owner.pk),
-                name=normalize_service(name),
+                name=name,
                 expires_in=duration,
             ).issued
         except AccountError as exc:

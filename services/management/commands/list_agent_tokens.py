@@ -1,8 +1,10 @@
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
+from providers.identifiers import SERVICE_RULE
 from services.accounts import AccountError, get_account
+from services.exceptions import InvalidIdentifier
+from services.identifiers import agent_name
 from services.management.base import CredvaultCommand
 from services.management.listing import token_status, when
 from services.models import Agent, AgentToken
@@ -23,7 +25,7 @@ class Command(CredvaultCommand):
             owner = get_account(name=account)
             tokens = AgentToken.objects.filter(account=owner)
             if agent:
-                name = normalize_service(agent)
+                name = agent_name(agent)
                 tokens = tokens.filter(agent_name=name)
                 # An agent's tokens outlive it: a name that neither an agent nor a token has
                 # is a mistake, not an empty list.

@@ -1,0 +1,25 @@
+"""The doors of identifiers: every business function normalizes the service identifiers and
+agent names it is given here, and refuses one that does not normalize with InvalidIdentifier
+(the rule itself: `providers.identifiers.normalize_service`)."""
+
+from __future__ import annotations
+
+from providers import identifiers
+from services.exceptions import InvalidAgentName, InvalidService
+
+
+def service_identifier(raw: str) -> str:
+    """The normalized service identifier of `raw`, or InvalidService."""
+    try:
+        return identifiers.normalize_service(raw)
+    except identifiers.InvalidIdentifier:
+        raise InvalidService() from None
+
+
+def agent_name(raw: str) -> str:
+    """The normalized agent name of `raw` (the service identifier's rule), or
+    InvalidAgentName."""
+    try:
+        return identifiers.normalize_service(raw)
+    except identifiers.InvalidIdentifier:
+        raise InvalidAgentName() from None
