@@ -13,11 +13,11 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
-from scripts.harness import listening
-from scripts.stand_ins import OAuthServer, ProviderServer
 from services import checkpoints
 from services.accounts import create_account, issue_token
-from tests.support import PUBLIC_URL, Api
+from tests.support.harness import listening
+from tests.support.helpers import PUBLIC_URL, Api
+from tests.support.stand_ins import OAuthServer, ProviderServer
 
 # Fixed test keys: `old` first would seal; tests that rotate put `new` first.
 KEY_A = base64.b64encode(b"A" * 32).decode()
@@ -165,9 +165,9 @@ def provider_server(settings) -> Iterator[ProviderServer]:
 
 @pytest.fixture
 def stand_in(settings) -> Iterator[OAuthServer]:
-    """An OAuth provider on 127.0.0.1 (scripts/stand_ins.py) as the authorization server and the
-    API of github, zoom, slack, salesforce and figma (figma refreshing at a URL of its own),
-    with credvault's public URL PUBLIC_URL."""
+    """An OAuth provider on 127.0.0.1 (tests/support/stand_ins.py) as the authorization server
+    and the API of github, zoom, slack, salesforce and figma (figma refreshing at a URL of its
+    own), with credvault's public URL PUBLIC_URL."""
     server = OAuthServer().start()
     settings.CREDVAULT_PUBLIC_URL = PUBLIC_URL
     urls = {"authorize": f"{server.url}/authorize", "token": f"{server.url}/token"}

@@ -10,7 +10,7 @@ import re
 import pytest
 from django.test import Client
 
-from tests.support import creds
+from tests.support.helpers import creds
 
 
 @pytest.mark.django_db

@@ -38,7 +38,7 @@ from services.models import (
     Grant,
 )
 from tests.conftest import KEY_B
-from tests.support import agent_with_token, store_set
+from tests.support.helpers import agent_with_token, store_set
 
 CHANGELISTS = {
     "API tokens": "/admin/services/apitoken/",

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from scripts.harness import BASE_DIR, Gunicorn, server_env
 from services.models import Account, AgentToken, ApiToken, AuditEvent, ConnectedService
-from tests.support import agent_with_token, database_url, store_set
+from tests.support.harness import BASE_DIR, Gunicorn, server_env
+from tests.support.helpers import agent_with_token, database_url, store_set
 
 PASSWORD = "staff-password"
 LONG_SERVICE = "custom-customer-relationship-manager"

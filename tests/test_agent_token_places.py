@@ -13,7 +13,7 @@ import json
 import pytest
 from django.test import Client
 
-from tests.support import assert_problem, creds, marked
+from tests.support.helpers import assert_problem, creds, marked
 
 PREFIX = "/api/v1/agent/proxy"
 

@@ -9,7 +9,7 @@ import pytest
 
 from services import bearer_tokens
 from services.models import AgentToken, AuditEvent
-from tests.support import agent_token, assert_problem, put_agent, read
+from tests.support.helpers import agent_token, assert_problem, put_agent, read
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from services import audit, bearer_tokens
 from services.models import Agent, AgentToken, AuditEvent, Grant
-from tests.support import (
+from tests.support.helpers import (
     Api,
     agent_token,
     assert_problem,

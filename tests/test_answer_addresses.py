@@ -13,10 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from providers.catalog import CatalogError, parse_catalog
-from scripts.stand_ins import ProviderServer
 from services.broker.locations import json_onto_proxy, judged, onto_proxy, without_dot_segments
 from services.models import AuditEvent
-from tests.support import (
+from tests.support.helpers import (
     CATALOG_ENTRY,
     PROXY_PREFIX,
     agent_token,
@@ -26,6 +25,7 @@ from tests.support import (
     marked,
     put_agent,
 )
+from tests.support.stand_ins import ProviderServer
 
 BASE = "https://api.openai.com/v1"
 PROXY = "https://cv.example/api/v1/agent/proxy/openai"

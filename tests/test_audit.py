@@ -13,7 +13,7 @@ from django.test import Client
 
 from services import audit
 from services.models import Account, AuditEvent, ConnectedService
-from tests.support import Api, agent_token, assert_problem, creds, marked, put_agent, read
+from tests.support.helpers import Api, agent_token, assert_problem, creds, marked, put_agent, read
 
 pytestmark = pytest.mark.django_db
 

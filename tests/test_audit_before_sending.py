@@ -16,10 +16,10 @@ import urllib3
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from scripts.harness import Gunicorn, server_env
 from services import audit
 from services.models import Account, AuditEvent
-from tests.support import (
+from tests.support.harness import Gunicorn, server_env
+from tests.support.helpers import (
     PROXY_PREFIX,
     agent_token,
     call,

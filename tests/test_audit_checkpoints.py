@@ -18,7 +18,7 @@ from django.core.management.base import CommandError
 from services import audit, checkpoints
 from services.models import Account, AuditCheckpoint, AuditEvent
 from tests.conftest import TEST_AUDIT_KEYS
-from tests.support import audit_record_queries, creds
+from tests.support.helpers import audit_record_queries, creds
 
 pytestmark = pytest.mark.django_db
 

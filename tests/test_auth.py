@@ -13,7 +13,7 @@ from django.utils import timezone
 from services import bearer_tokens
 from services.accounts import issue_token
 from services.models import AgentToken, ApiToken
-from tests.support import Api, assert_problem, audit_record_queries
+from tests.support.helpers import Api, assert_problem, audit_record_queries
 
 TOKEN_SHAPE = re.compile(r"cvt_[0-9A-Za-z]{46}")
 INVALID = 'Bearer realm="credvault", error="invalid_token"'

@@ -13,11 +13,11 @@ import pytest
 from django.test import Client
 
 from providers import catalog, outbound
-from scripts.harness import Gunicorn, migrated_account, request, server_env
-from scripts.stand_ins import ProviderServer
 from services.broker import destination
 from tests.conftest import REDIS_URL, require_local_service
-from tests.support import assert_problem, creds, marked
+from tests.support.harness import Gunicorn, migrated_account, request, server_env
+from tests.support.helpers import assert_problem, creds, marked
+from tests.support.stand_ins import ProviderServer
 
 PREFIX = "/api/v1/agent/proxy"
 

@@ -26,7 +26,7 @@ from providers.catalog import (
 from providers.listing import render_table
 from providers.management.commands.render_provider_table import END, PROVIDERS_DOC, START
 from services.masking import Secret
-from tests.support import CATALOG_ENTRY, marked
+from tests.support.helpers import CATALOG_ENTRY, marked
 
 CHECKED = [
     (provider, index, shape)

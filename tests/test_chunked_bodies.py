@@ -9,7 +9,7 @@ import json
 import pytest
 from django.test import RequestFactory
 
-from tests.support import creds
+from tests.support.helpers import creds
 
 
 @pytest.mark.django_db(transaction=True)

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from scripts.harness import Gunicorn, server_env
 from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
+from tests.support.harness import BASE_DIR, Gunicorn, server_env
 
-BASE_DIR = Path(__file__).resolve().parent.parent
 COMMAND_DIRS = (
     BASE_DIR / "services" / "management" / "commands",
     BASE_DIR / "providers" / "management" / "commands",

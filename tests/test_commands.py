@@ -15,7 +15,7 @@ from services import audit
 from services.crypto import KeyRing
 from services.models import Account, Agent, AgentToken, ApiToken, AuditEvent, Grant
 from tests.conftest import KEY_A
-from tests.support import Api, manage
+from tests.support.helpers import Api, manage
 
 TOKEN = re.compile(r"cvt_[0-9A-Za-z]{46}")
 

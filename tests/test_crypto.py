@@ -15,7 +15,7 @@ from services.crypto import DecryptionError, KeyRing, KeyRingError, Place, key_r
 from services.masking import Secret
 from services.models import ConnectedService, CredentialField
 from tests.conftest import KEY_A, KEY_B
-from tests.support import creds, marked
+from tests.support.helpers import creds, marked
 
 PLACE = Place(account_id=1, service="github", key_name="api_key", generation=3)
 

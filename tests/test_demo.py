@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from scripts.harness import BASE_DIR
+from tests.support.harness import BASE_DIR
 
 TOKEN = re.compile(r"cv[ta]_[0-9A-Za-z]{46}")
 

@@ -17,8 +17,8 @@ import sys
 import pytest
 from django.core.management import get_commands
 
-from scripts.harness import BASE_DIR
-from tests.support import management_commands
+from tests.support.harness import BASE_DIR
+from tests.support.helpers import management_commands
 
 DEPLOY = BASE_DIR / "deploy"
 UNIT = DEPLOY / "credvault.service"

@@ -9,8 +9,8 @@ import re
 import pytest
 from django.test import Client
 
-from scripts.harness import BASE_DIR
-from tests.support import creds
+from tests.support.harness import BASE_DIR
+from tests.support.helpers import creds
 
 API_DOC = (BASE_DIR / "docs" / "api.md").read_text(encoding="utf-8")
 

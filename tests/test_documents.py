@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.core.management import get_commands
 
-from scripts.harness import BASE_DIR
-from tests.support import management_commands
+from tests.support.harness import BASE_DIR
+from tests.support.helpers import management_commands
 
 README = BASE_DIR / "README.md"
 CONTRIBUTING = BASE_DIR / "CONTRIBUTING.md"

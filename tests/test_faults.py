@@ -15,7 +15,6 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from scripts.harness import Gunicorn, request, server_env
 from tests.conftest import (
     KEY_B,
     REDIS_PREFIX,
@@ -23,7 +22,8 @@ from tests.conftest import (
     clear_redis_keys,
     require_local_service,
 )
-from tests.support import (
+from tests.support.harness import Gunicorn, request, server_env
+from tests.support.helpers import (
     agent_token,
     assert_problem,
     creds,

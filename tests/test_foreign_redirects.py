@@ -13,10 +13,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from scripts.stand_ins import ProviderServer
 from services.exceptions import UpstreamForeignRedirect
 from services.models import AuditEvent
-from tests.support import PROXY_PREFIX, agent_token, assert_problem, call, creds, marked, put_agent
+from tests.support.helpers import (
+    PROXY_PREFIX,
+    agent_token,
+    assert_problem,
+    call,
+    creds,
+    marked,
+    put_agent,
+)
+from tests.support.stand_ins import ProviderServer
 
 FOREIGN = UpstreamForeignRedirect.default_code
 PROXY_URL = f"http://testserver{PROXY_PREFIX}/github"

@@ -21,9 +21,8 @@ from gql import Client, GraphQLRequest, gql
 from gql.transport.exceptions import TransportServerError
 from gql.transport.requests import RequestsHTTPTransport
 
-from scripts.harness import Gunicorn
-from scripts.sdk_stand_ins import GitHubGraphQLStandIn, GraphQLStandIn, LinearStandIn, carries
-from tests.support import (
+from tests.support.harness import Gunicorn
+from tests.support.helpers import (
     PROXY_PREFIX,
     agent_token,
     creds,
@@ -31,6 +30,7 @@ from tests.support import (
     put_agent,
     served_env,
 )
+from tests.support.sdk_stand_ins import GitHubGraphQLStandIn, GraphQLStandIn, LinearStandIn, carries
 
 REDACTED = "[REDACTED]"
 CREDENTIALS = {"linear": marked("linear"), "github": marked("github")}

@@ -23,7 +23,7 @@ from providers.graphql_operations import (
     selected_mutations,
 )
 from services.models import AuditEvent, Grant
-from tests.support import agent_token, assert_problem, call, creds, marked, put_agent
+from tests.support.helpers import agent_token, assert_problem, call, creds, marked, put_agent
 
 JSON = "application/json"
 KEY = 'mutation { apiKeyCreate(input: {label: "agent"}) { success apiKey { id } } }'

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from scripts.harness import BASE_DIR, Gunicorn, request, server_env
-from tests.support import database_url
+from tests.support.harness import BASE_DIR, Gunicorn, request, server_env
+from tests.support.helpers import database_url
 
 
 def test_a_worker_answers_its_own_errors_as_problems_and_freezes_what_it_loaded(monkeypatch):

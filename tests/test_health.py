@@ -8,7 +8,7 @@ from django.db import OperationalError
 from django.test import Client
 
 from tests.conftest import KEY_B
-from tests.support import assert_problem, creds
+from tests.support.helpers import assert_problem, creds
 
 
 class TestHealth:

@@ -20,9 +20,9 @@ import pytest
 from django.test import RequestFactory
 
 from credvault.wsgi import application  # imported here: it sets Django up, logging included
-from scripts.harness import Gunicorn, server_env
 from services.models import ConnectedService
-from tests.support import STORE_PATH, creds, database_url, raw_store, store_body
+from tests.support.harness import Gunicorn, server_env
+from tests.support.helpers import STORE_PATH, creds, database_url, raw_store, store_body
 
 
 def exchange(port: int, raw: bytes, *, close_write: bool = False, timeout: float = 15) -> tuple:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from providers.identifiers import InvalidIdentifier, is_key_name, key_type_for, normalize_service
-from tests.support import assert_problem, creds
+from tests.support.helpers import assert_problem, creds
 
 
 @pytest.mark.parametrize(

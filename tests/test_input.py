@@ -8,7 +8,7 @@ import json
 import pytest
 
 from services.models import ConnectedService, CredentialField
-from tests.support import assert_problem, creds
+from tests.support.helpers import assert_problem, creds
 
 SECRET = "MARKED-SECRET-input-4f1d"
 PATHS = {

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from services.models import ConnectedService
-from tests.support import assert_problem, creds, opened_set
+from tests.support.helpers import assert_problem, creds, opened_set
 
 
 @pytest.mark.django_db

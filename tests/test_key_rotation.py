@@ -15,7 +15,7 @@ from django.test import Client
 from services.models import CredentialField, OAuthClient
 from services.sealed import KINDS
 from tests.conftest import KEY_A, KEY_B
-from tests.support import (
+from tests.support.helpers import (
     agent_token,
     assert_problem,
     callback,

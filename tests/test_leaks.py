@@ -24,7 +24,7 @@ from services.models import (
     CredentialField,
 )
 from services.storage.backends.sqlite.base import IDLE as sqlite_idle_connections
-from tests.support import agent_token, creds, marked, put_agent, read
+from tests.support.helpers import agent_token, creds, marked, put_agent, read
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from scripts.harness import BASE_DIR, free_port, server_env
+from tests.support.harness import BASE_DIR, free_port, server_env
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 

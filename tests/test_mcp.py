@@ -14,7 +14,7 @@ from django.test import Client
 
 from services.audit import canonical
 from services.models import AuditEvent
-from tests.support import agent_token, creds, marked, put_agent
+from tests.support.helpers import agent_token, creds, marked, put_agent
 
 MODERN = "2026-07-28"
 META = {

@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx2
 import pytest
@@ -26,13 +25,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from scripts.harness import Gunicorn
-from scripts.stand_ins import ProviderServer
 from services.models import AuditEvent
-from tests.support import agent_token, creds, marked, put_agent, served_env
+from tests.support.harness import BASE_DIR, Gunicorn
+from tests.support.helpers import agent_token, creds, marked, put_agent, served_env
+from tests.support.stand_ins import ProviderServer
 
 MIB = 1024 * 1024
-BASE_DIR = Path(__file__).resolve().parent.parent
 INSPECTOR_DIR = BASE_DIR / "var" / "inspector"
 # The Inspector 2.x needs Node 22.19 or later: the `node` package from npm brings one, whatever
 # the machine's own Node is.

@@ -17,10 +17,10 @@ import urllib3
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from scripts.harness import Gunicorn
-from scripts.stand_ins import ProviderServer
 from services.models import AuditEvent
-from tests.support import agent_token, creds, marked, put_agent, served_env
+from tests.support.harness import Gunicorn
+from tests.support.helpers import agent_token, creds, marked, put_agent, served_env
+from tests.support.stand_ins import ProviderServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -3,7 +3,7 @@
 configuration (deploy/nginx.conf) obeys no `X-Accel-*` header of an answer either, while a
 streamed answer still passes through it piece by piece.
 
-The provider is a stand-in on 127.0.0.1 (scripts/sdk_stand_ins.py, `ProxyHeadersStandIn`) that
+The provider is a stand-in on 127.0.0.1 (tests/support/sdk_stand_ins.py, `ProxyHeadersStandIn`) that
 answers `X-Accel-Redirect` to an internal location of the shipped configuration and
 `X-Credvault-Error: spoof`. The live tests run real nginx (`/usr/sbin/nginx`; skipped, with a
 message, where it is absent, but in CI) with the shipped file, only its addresses and
@@ -24,12 +24,11 @@ import pytest
 import urllib3
 from django.test import Client
 
-from scripts.harness import Gunicorn, free_port
-from scripts.sdk_stand_ins import ProxyHeadersStandIn
 from services.models import AuditEvent
-from tests.support import agent_token, creds, marked, put_agent, served_env
+from tests.support.harness import BASE_DIR, Gunicorn, free_port
+from tests.support.helpers import agent_token, creds, marked, put_agent, served_env
+from tests.support.sdk_stand_ins import ProxyHeadersStandIn
 
-BASE_DIR = Path(__file__).resolve().parent.parent
 NGINX_CONF = BASE_DIR / "deploy" / "nginx.conf"
 HOST = "vault.example.com"
 PROXIED = "/api/v1/agent/proxy/github"

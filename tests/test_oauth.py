@@ -1,4 +1,4 @@
-"""OAuth against a real provider stand-in on 127.0.0.1 (scripts/stand_ins.py, OAuthServer):
+"""OAuth against a real provider stand-in on 127.0.0.1 (tests/support/stand_ins.py, OAuthServer):
 clients, connect and callback, refresh on use, the failure classes, `refresh_tokens`."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from services.models import AuditEvent, ConnectedService, OAuthClient, OAuthState
 from services.oauth import refresh as oauth_refresh
-from tests.support import (
+from tests.support.helpers import (
     CLIENT_ID,
     PUBLIC_URL,
     agent_token,

@@ -1,6 +1,6 @@
 """The whole OAuth connect in a real browser: headless Chromium, driven by Selenium, from
 credvault's connect link (its own start page, where the person continues) through the
-provider stand-in's consent page (scripts/stand_ins.py) to credvault's callback page, served
+provider stand-in's consent page (tests/support/stand_ins.py) to credvault's callback page, served
 by gunicorn on the test database. And the two ways another site could bind its connect to a
 person's browser, refused: a form of another site posting to the start page, and the
 provider's redirect opened in a browser that did not continue. Each page's text is checked and
@@ -20,11 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from scripts.harness import BASE_DIR, Gunicorn, request, server_env
-from scripts.stand_ins import OAuthServer
 from services.models import AuditEvent, ConnectedService
 from tests.conftest import CHROMEDRIVER, CHROMIUM
-from tests.support import database_url
+from tests.support.harness import BASE_DIR, Gunicorn, request, server_env
+from tests.support.helpers import database_url
+from tests.support.stand_ins import OAuthServer
 
 SCREENSHOTS = BASE_DIR / "var" / "screenshots" / "oauth"
 SECRET = "MARKED-SECRET-browser-client"

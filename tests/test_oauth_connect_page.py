@@ -17,9 +17,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from scripts.stand_ins import OAuthServer
 from services.models import AuditEvent, ConnectedService, OAuthState
-from tests.support import CLIENT_ID, PUBLIC_URL, connect, consent, marked, put_client
+from tests.support.helpers import CLIENT_ID, PUBLIC_URL, connect, consent, marked, put_client
+from tests.support.stand_ins import OAuthServer
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """OAuth answers cannot lose a rotated token, and a token URL is asked no more than needed:
-against the provider stand-in on 127.0.0.1 (scripts/stand_ins.py, OAuthServer) that rotates
+against the provider stand-in on 127.0.0.1 (tests/support/stand_ins.py, OAuthServer) that rotates
 then answers late, answers odd `expires_in` values, fails, and counts its token requests.
 
 - A token answer is stored before anything else can fail: an `expires_in` that is not a
@@ -28,11 +28,10 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from scripts.stand_ins import OAuthServer
 from services.models import AuditEvent, ConnectedService, ServiceStatus
 from services.oauth import refresh as oauth_refresh
 from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
-from tests.support import (
+from tests.support.helpers import (
     PUBLIC_URL,
     agent_token,
     assert_problem,
@@ -47,6 +46,7 @@ from tests.support import (
     put_agent,
     put_client,
 )
+from tests.support.stand_ins import OAuthServer
 
 YEAR = 365 * 24 * 3600
 

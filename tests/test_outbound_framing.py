@@ -21,7 +21,7 @@ import pytest
 
 from providers import outbound
 from services.models import AuditEvent
-from tests.support import agent_token, call, creds, marked, put_agent
+from tests.support.helpers import agent_token, call, creds, marked, put_agent
 
 
 class SocketStandIn:

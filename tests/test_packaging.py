@@ -28,9 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.harness import free_port
+from tests.support.harness import BASE_DIR, free_port
 
-BASE_DIR = Path(__file__).resolve().parent.parent
 PACKAGES = ("credvault", "services", "providers")
 # What the production venv is given from this process's environment: the system's path and
 # pip's own settings (its index, cache and certificates), nothing of this checkout's settings.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from services.models import Agent, AgentToken, ConnectedService
-from tests.support import assert_problem, creds, put_agent, read
+from tests.support.helpers import assert_problem, creds, put_agent, read
 
 # How a client spells `line\nbreak` and `line\r\nbreak` in a path; both normalize to
 # `line-break`, as a run of whitespace becomes one `-`.

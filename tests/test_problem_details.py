@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tests.support import assert_problem, creds
+from tests.support.helpers import assert_problem, creds
 
 ENDPOINTS = {
     "/api/v1/services": "GET, HEAD",

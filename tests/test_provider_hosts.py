@@ -4,7 +4,7 @@ entry's host pattern, reached at `/proxy/{service}~host/{host}/{path}`; grants t
 base; the server's replacements (CREDVAULT_PROVIDER_BASE_URLS' `id~base`,
 CREDVAULT_PROVIDER_HOST_PATTERNS) and their system checks; the same through MCP's call_api.
 
-Each provider is a real HTTP server on 127.0.0.1 (`scripts/stand_ins.py`). A pattern host
+Each provider is a real HTTP server on 127.0.0.1 (`tests/support/stand_ins.py`). A pattern host
 (`idx-1.svc.test.pinecone.io`) cannot be given to DNS by a test: the outbound client's
 resolver, which tests replace, answers 127.0.0.1 for it, so that everything after the lookup
 (the pattern, the address rules, CREDVAULT_OUTBOUND_ALLOWED_HOSTS, the Host header) is real.
@@ -23,10 +23,9 @@ from django.test import Client
 
 from providers import outbound
 from providers.catalog import CatalogError, parse_catalog, parse_host_pattern
-from scripts.stand_ins import ProviderServer
 from services import checks
 from services.models import AuditEvent, Grant
-from tests.support import (
+from tests.support.helpers import (
     PROXY_PREFIX,
     agent_token,
     assert_problem,
@@ -35,6 +34,7 @@ from tests.support import (
     marked,
     put_agent,
 )
+from tests.support.stand_ins import ProviderServer
 
 INDEX_HOST = "idx-1.svc.test.pinecone.io"
 

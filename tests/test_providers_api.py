@@ -8,7 +8,7 @@ import pytest
 
 from providers.catalog import catalog
 from services.models import ConnectedService, CredentialField
-from tests.support import assert_problem, audit_record_queries, creds, marked
+from tests.support.helpers import assert_problem, audit_record_queries, creds, marked
 
 pytestmark = pytest.mark.django_db
 

@@ -19,9 +19,8 @@ from django.utils import timezone
 
 from providers import catalog as catalog_module
 from providers import outbound
-from scripts.stand_ins import ProviderServer
 from services.models import AgentToken, AuditEvent
-from tests.support import (
+from tests.support.helpers import (
     CATALOG_ENTRY,
     PROXY_PREFIX,
     agent_token,
@@ -31,6 +30,7 @@ from tests.support import (
     put_agent,
     self_signed_certificate,
 )
+from tests.support.stand_ins import ProviderServer
 
 
 @pytest.fixture

@@ -11,10 +11,18 @@ import json
 import pytest
 from django.test import Client
 
-from scripts.stand_ins import ProviderServer
 from services.broker.locations import onto_proxy
 from services.exceptions import TokenRefused
-from tests.support import PROXY_PREFIX, agent_token, assert_problem, call, creds, marked, put_agent
+from tests.support.helpers import (
+    PROXY_PREFIX,
+    agent_token,
+    assert_problem,
+    call,
+    creds,
+    marked,
+    put_agent,
+)
+from tests.support.stand_ins import ProviderServer
 
 PROXY_URL = f"http://testserver{PROXY_PREFIX}/github"
 TOKEN_REFUSED = TokenRefused.default_code

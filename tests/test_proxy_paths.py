@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import PROXY_PREFIX, agent_token, assert_problem, call, creds, marked, put_agent
+from tests.support.helpers import (
+    PROXY_PREFIX,
+    agent_token,
+    assert_problem,
+    call,
+    creds,
+    marked,
+    put_agent,
+)
 
 
 @pytest.fixture

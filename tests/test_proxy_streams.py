@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import urllib3
 
-from scripts.harness import Gunicorn, server_env
-from scripts.stand_ins import ProviderServer
 from services.models import AuditEvent
-from tests.support import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
+from tests.support.harness import Gunicorn, server_env
+from tests.support.helpers import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
+from tests.support.stand_ins import ProviderServer
 
 MIB = 1024 * 1024
 OCTETS = {"Content-Type": "application/octet-stream"}

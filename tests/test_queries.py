@@ -1,7 +1,7 @@
 """Query counts of the hot paths: constant in the number of services and fields.
 
 Every request also appends its audit event: one statement on both databases
-(`tests.support.audit_record_queries`). A change locks the account's chain head first and
+(`tests.support.helpers.audit_record_queries`). A change locks the account's chain head first and
 appends at its end, in its own transaction (`audit_change_queries`); a store takes the head's
 lock in the statement that finds its service.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import (
+from tests.support.helpers import (
     audit_change_queries,
     audit_record_queries,
     creds,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REDIS_PREFIX, REDIS_URL
-from tests.support import assert_problem, creds
+from tests.support.helpers import assert_problem, creds
 
 
 @pytest.mark.django_db

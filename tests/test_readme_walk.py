@@ -10,7 +10,7 @@ goes on through docs/agents.md with a token issued there, so a walk that kills i
 last brokered call fails here.
 
 The catalog's providers all point at a stand-in of GitHub on 127.0.0.1 that accepts the
-walk's `ghp_example` (scripts/stand_ins.py); no real provider is called."""
+walk's `ghp_example` (tests/support/stand_ins.py); no real provider is called."""
 
 from __future__ import annotations
 
@@ -24,14 +24,14 @@ from dataclasses import dataclass
 import pytest
 from django.test import Client
 
-from scripts.harness import (
+from tests.support.harness import (
     BASE_DIR,
     Gunicorn,
     every_provider_at,
     migrated_account,
     server_env,
 )
-from scripts.stand_ins import GitHubStandIn
+from tests.support.stand_ins import GitHubStandIn
 
 README = BASE_DIR / "README.md"
 # The reading order: the README first, then the documents whose curl lines go on from it.

@@ -17,12 +17,12 @@ import urllib3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scripts.harness import Gunicorn, server_env
-from scripts.stand_ins import ProviderServer
 from services.broker import redaction
 from services.broker.redaction import Redaction, StreamRedaction
 from services.models import AuditEvent
-from tests.support import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
+from tests.support.harness import Gunicorn, server_env
+from tests.support.helpers import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
+from tests.support.stand_ins import ProviderServer
 
 SECRET = "sk-proj-9fK2mQ7xR4tV8wZ1bN5cL3hJ6gD0sA"
 PAIR = f"user:{SECRET}"

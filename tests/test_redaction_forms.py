@@ -25,7 +25,7 @@ from providers.catalog import catalog
 from providers.placement import place
 from services.broker.redaction import Redaction
 from services.masking import Secret
-from tests.support import agent_token, call, creds, put_agent
+from tests.support.helpers import agent_token, call, creds, put_agent
 
 # A bearer token travels in a header: printable ASCII only.
 HEADER_SAFE = "MARKED-SECRET-{}/a+b=c<d&e\"f'g>h:i"

@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 
 from services.models import AuditEvent
-from tests.support import agent_token, assert_problem, call, creds, marked, put_agent
+from tests.support.helpers import agent_token, assert_problem, call, creds, marked, put_agent
 
 GET_ONLY = [{"service": "github", "methods": ["GET"]}]
 

@@ -22,7 +22,7 @@ from services.api.wsgi import MAX_BODY_BYTES
 from services.bearer_tokens import MAX_LIFETIME_DAYS
 from services.exceptions import FieldErrorCode, field_error, problem_code_choices
 from services.models import AuditAction
-from tests.support import assert_problem, creds
+from tests.support.helpers import assert_problem, creds
 
 OPERATIONS = {"get", "put", "post", "delete", "patch"}
 BODY_OPERATIONS = {

@@ -14,7 +14,7 @@ that the provider redirects to another host, through credvault under gunicorn.
   credential, the SDK gets the file, and the storage host never sees the credential nor the
   agent token.
 
-Each stand-in (scripts/sdk_stand_ins.py) refuses a request without the stored credential, and
+Each stand-in (tests/support/sdk_stand_ins.py) refuses a request without the stored credential, and
 records every request, so that each test shows what reached each host.
 """
 
@@ -28,22 +28,22 @@ import replicate
 from replicate.pagination import paginate
 from zenpy import Zenpy
 
-from scripts.harness import Gunicorn
-from scripts.sdk_stand_ins import (
-    GitHubReleaseStandIn,
-    ReplicateStandIn,
-    SdkStandIn,
-    StorageStandIn,
-    ZendeskStandIn,
-    carries,
-)
-from tests.support import (
+from tests.support.harness import Gunicorn
+from tests.support.helpers import (
     PROXY_PREFIX,
     agent_token,
     creds,
     marked,
     put_agent,
     served_env,
+)
+from tests.support.sdk_stand_ins import (
+    GitHubReleaseStandIn,
+    ReplicateStandIn,
+    SdkStandIn,
+    StorageStandIn,
+    ZendeskStandIn,
+    carries,
 )
 
 REDACTED = "[REDACTED]"

@@ -4,7 +4,7 @@ provider's answers, work unchanged through credvault's proxy: Twilio's
 `Jira(url=..., username=EMAIL, password=AGENT_TOKEN)`, from PyPI.
 
 credvault runs under gunicorn as `make run` serves it, each provider is a stand-in on
-127.0.0.1 (scripts/sdk_stand_ins.py) that takes only the stored Basic pair, and each SDK is
+127.0.0.1 (tests/support/sdk_stand_ins.py) that takes only the stored Basic pair, and each SDK is
 configured as a developer configures it (docs/sdks.md). Each test shows that the SDK's call
 returned the provider's data; that the provider received the stored pair and never the agent
 token nor the pair's other part as the SDK sent it; that the identifier (the Account SID, the
@@ -25,9 +25,8 @@ from atlassian import Jira
 from twilio.http.http_client import TwilioHttpClient
 from twilio.rest import Client as TwilioClient
 
-from scripts.harness import Gunicorn
-from scripts.sdk_stand_ins import JiraStandIn, SdkStandIn, TwilioStandIn, carries
-from tests.support import (
+from tests.support.harness import Gunicorn
+from tests.support.helpers import (
     PROXY_PREFIX,
     agent_token,
     creds,
@@ -35,6 +34,7 @@ from tests.support import (
     put_agent,
     served_env,
 )
+from tests.support.sdk_stand_ins import JiraStandIn, SdkStandIn, TwilioStandIn, carries
 
 REDACTED = "[REDACTED]"
 ACCOUNT_SID = "AC" + secrets.token_hex(16)

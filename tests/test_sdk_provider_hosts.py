@@ -4,7 +4,7 @@ an index's own host (`pinecone~host/{index host}`), and the Dropbox SDK at both 
 (`dropbox` and `dropbox~content`).
 
 credvault runs under gunicorn as `make run` serves it, each provider host is a stand-in on
-127.0.0.1 (scripts/sdk_stand_ins.py), and each SDK is configured as an agent's developer
+127.0.0.1 (tests/support/sdk_stand_ins.py), and each SDK is configured as an agent's developer
 configures it. Each test shows that the SDK's calls returned the provider's data, that the
 right host received them with the stored credential in its own place and never the agent
 token, and that a credential the provider echoes reaches the SDK as [REDACTED].
@@ -32,16 +32,9 @@ import pytest
 from huggingface_hub import InferenceClient
 from pinecone import Pinecone
 
-from scripts.harness import Gunicorn
-from scripts.sdk_stand_ins import (
-    DropboxStandIn,
-    HuggingFaceRouterStandIn,
-    PineconeIndexStandIn,
-    SdkStandIn,
-    carries,
-)
 from services.models import AuditEvent
-from tests.support import (
+from tests.support.harness import Gunicorn
+from tests.support.helpers import (
     PROXY_PREFIX,
     agent_token,
     creds,
@@ -49,6 +42,13 @@ from tests.support import (
     put_agent,
     self_signed_certificate,
     served_env,
+)
+from tests.support.sdk_stand_ins import (
+    DropboxStandIn,
+    HuggingFaceRouterStandIn,
+    PineconeIndexStandIn,
+    SdkStandIn,
+    carries,
 )
 
 REDACTED = "[REDACTED]"

@@ -1,7 +1,7 @@
 """Endpoints that widen access, reached through the providers' own SDKs: PyGithub adding a
 collaborator or writing a workflow, python-gitlab writing `.gitlab-ci.yml` in a project named
 by its path. credvault runs under gunicorn, each provider is a stand-in on 127.0.0.1
-(scripts/sdk_stand_ins.py), each SDK is configured as docs/sdks.md says. A default grant is
+(tests/support/sdk_stand_ins.py), each SDK is configured as docs/sdks.md says. A default grant is
 refused (the SDK raises its own error with the status 403, and the provider receives nothing);
 a grant that names the path reaches the provider, which receives the stored credential."""
 
@@ -15,9 +15,8 @@ import gitlab
 import pytest
 from github import Auth, Github, GithubException
 
-from scripts.harness import Gunicorn
-from scripts.sdk_stand_ins import GitHubWritesStandIn, GitLabStandIn, SdkStandIn, carries
-from tests.support import (
+from tests.support.harness import Gunicorn
+from tests.support.helpers import (
     PROXY_PREFIX,
     agent_token,
     creds,
@@ -25,6 +24,7 @@ from tests.support import (
     put_agent,
     served_env,
 )
+from tests.support.sdk_stand_ins import GitHubWritesStandIn, GitLabStandIn, SdkStandIn, carries
 
 CREDENTIALS = {"github": marked("github"), "gitlab": marked("gitlab")}
 WORKFLOW = ".github/workflows/exfiltrate.yml"

@@ -1,8 +1,8 @@
 """The providers' own SDKs, from PyPI, work unchanged through credvault's proxy.
 
 credvault runs under gunicorn as `make run` serves it, each provider is a stand-in on
-127.0.0.1 (scripts/sdk_stand_ins.py) that behaves as the provider documents it, and each SDK is
-configured as an agent's developer configures it: its base URL at the proxy
+127.0.0.1 (tests/support/sdk_stand_ins.py) that behaves as the provider documents it, and each SDK
+is configured as an agent's developer configures it: its base URL at the proxy
 (`{credvault}/api/v1/agent/proxy/{service}...`, docs/sdks.md) and the agent token as its key.
 Each test shows that the SDK's call returned the provider's data, that the provider received
 the stored credential in its own place and never the agent token, and that a credential the
@@ -31,8 +31,16 @@ import slack_sdk
 import stripe
 from github import Auth, Github
 
-from scripts.harness import Gunicorn
-from scripts.sdk_stand_ins import (
+from tests.support.harness import Gunicorn
+from tests.support.helpers import (
+    PROXY_PREFIX,
+    agent_token,
+    creds,
+    marked,
+    put_agent,
+    served_env,
+)
+from tests.support.sdk_stand_ins import (
     AnthropicStandIn,
     GitHubRestStandIn,
     GitLabStandIn,
@@ -42,15 +50,7 @@ from scripts.sdk_stand_ins import (
     StripeStandIn,
     carries,
 )
-from scripts.stand_ins import Recorded
-from tests.support import (
-    PROXY_PREFIX,
-    agent_token,
-    creds,
-    marked,
-    put_agent,
-    served_env,
-)
+from tests.support.stand_ins import Recorded
 
 REDACTED = "[REDACTED]"
 # The stored credential of each service: marked values, Stripe's a secret key's shape.

@@ -14,10 +14,10 @@ from providers import sensitive
 from providers.catalog import CatalogError, catalog, parse_catalog
 from providers.sensitive import refused
 from services.broker.paths import checked_path
-from tests.support import (
+from tests.support.helpers import (
     PROXY_PREFIX as PROXY,
 )
-from tests.support import (
+from tests.support.helpers import (
     agent_token,
     assert_problem,
     call,

@@ -11,7 +11,7 @@ from django.db import OperationalError
 from django.test import Client
 
 from services import credentials
-from tests.support import agent_token, assert_problem, creds, marked, put_agent, read
+from tests.support.helpers import agent_token, assert_problem, creds, marked, put_agent, read
 
 
 @pytest.mark.django_db

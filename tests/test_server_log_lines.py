@@ -10,7 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 
-from scripts.harness import Gunicorn, server_env
+from tests.support.harness import Gunicorn, server_env
 
 
 def test_a_bad_host_is_one_log_line_naming_the_host(tmp_path):

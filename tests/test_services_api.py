@@ -8,7 +8,7 @@ import re
 import pytest
 
 from services.models import ConnectedService, CredentialField
-from tests.support import assert_problem, creds, opened_set
+from tests.support.helpers import assert_problem, creds, opened_set
 
 RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 

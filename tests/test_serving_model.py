@@ -15,11 +15,10 @@ from django.db import connections, transaction
 from django.test import Client
 
 from providers import outbound
-from scripts.harness import Gunicorn, request, server_env
-from scripts.stand_ins import ProviderServer
 from services.models import Account, AuditEvent
 from services.storage.connections import give_back_connections
-from tests.support import (
+from tests.support.harness import Gunicorn, request, server_env
+from tests.support.helpers import (
     PROXY_PREFIX,
     STORE_PATH,
     agent_token,
@@ -29,6 +28,7 @@ from tests.support import (
     raw_store,
     store_body,
 )
+from tests.support.stand_ins import ProviderServer
 
 # How long a probe may wait for its answer. Not a speed target: the held requests below wait
 # far longer (until released), so an answer at all shows that they hold no worker.

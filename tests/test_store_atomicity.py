@@ -14,7 +14,7 @@ from django.test import Client
 from services.crypto import KeyRing
 from services.models import ConnectedService, CredentialField
 from services.storage import queries
-from tests.support import Api, assert_problem, creds, opened_set
+from tests.support.helpers import Api, assert_problem, creds, opened_set
 
 
 def snapshot() -> tuple[list, list]:

@@ -8,7 +8,7 @@ import secrets
 import pytest
 
 from tests.conftest import KEY_B, TEST_AUDIT_KEYS, TEST_KEYS
-from tests.support import manage
+from tests.support.helpers import manage
 
 
 class TestSystemChecks:
@@ -126,7 +126,7 @@ def test_each_check_id_names_one_check_and_the_docs_list_it():
     table of ids in docs/production.md ("Configuration") has each, and no other."""
     import re
 
-    from scripts.harness import BASE_DIR
+    from tests.support.harness import BASE_DIR
 
     sources = [
         BASE_DIR / "services" / "checks.py",

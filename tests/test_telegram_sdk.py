@@ -6,7 +6,7 @@ puts the stored bot token in its place:
     Bot(token=AGENT_TOKEN, base_url=f"{CREDVAULT}/api/v1/agent/proxy/telegram/bot")
 
 Against credvault under gunicorn and a stand-in of the Bot API on 127.0.0.1
-(scripts/sdk_stand_ins.py `TelegramStandIn`), which answers only the stored token."""
+(tests/support/sdk_stand_ins.py `TelegramStandIn`), which answers only the stored token."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from collections.abc import Iterator
 import pytest
 from telegram import Bot
 
-from scripts.harness import Gunicorn
-from scripts.sdk_stand_ins import TelegramStandIn, carries
 from services.models import AuditEvent
-from tests.support import agent_token, creds, marked, put_agent, served_env
+from tests.support.harness import Gunicorn
+from tests.support.helpers import agent_token, creds, marked, put_agent, served_env
+from tests.support.sdk_stand_ins import TelegramStandIn, carries
 
 PROXY_PREFIX = "/api/v1/agent/proxy"
 

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from providers.catalog import catalog
-from scripts.stand_ins import ProviderServer
-from tests.support import assert_problem, creds, elapsed, marked
+from tests.support.helpers import assert_problem, creds, elapsed, marked
+from tests.support.stand_ins import ProviderServer
 
 pytestmark = pytest.mark.django_db
 

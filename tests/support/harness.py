@@ -1,7 +1,7 @@
 """Tools that run credvault for real, shared by the live tests, the demo and the proofs (the
 fuzzer, the soak, the benchmark): gunicorn on a free loopback port, a throwaway server's
 environment and database, manage.py as an operator runs it, and one HTTP request. The providers
-such a server calls are stand-ins on 127.0.0.1 (scripts/stand_ins.py).
+such a server calls are stand-ins on 127.0.0.1 (tests/support/stand_ins.py).
 
 Only loopback addresses are ever used.
 """
@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 # A fixed key for throwaway databases of tests, fuzzing and soak runs; never for real data.
 HARNESS_KEYS = "harness:" + base64.b64encode(b"H" * 32).decode()
 HARNESS_AUDIT_KEYS = "harness-audit:" + base64.b64encode(b"I" * 32).decode()

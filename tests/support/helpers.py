@@ -1,6 +1,6 @@
 """Test helpers, one home for every test module (a test module never imports another):
 plain functions and constants. Fixtures are in tests/conftest.py; the stand-ins of providers,
-real HTTP servers on 127.0.0.1, in scripts/stand_ins.py.
+real HTTP servers on 127.0.0.1, in tests/support/stand_ins.py.
 
 - the account API: `Api`, `creds`, `marked`, `assert_problem`, the query counts of its writes;
 - agents and their calls: `put_agent`, `agent_token`, `read`, `call`;
@@ -30,8 +30,6 @@ from django.db import connection
 from django.http import HttpResponse, StreamingHttpResponse
 from django.test import Client
 
-from scripts.harness import server_env
-from scripts.stand_ins import OAuthServer
 from services import agents
 from services.audit import Actor
 from services.credentials import credential_set, store_credentials
@@ -39,6 +37,8 @@ from services.crypto import Place, key_ring
 from services.grants import GrantSpec
 from services.masking import Secret
 from services.models import Account, AgentToken, ConnectedService
+from tests.support.harness import server_env
+from tests.support.stand_ins import OAuthServer
 
 # --- the account API -------------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ def consent(stand_in: OAuthServer, url: str, *, cookie: str = "") -> dict[str, s
     if not url.startswith(f"{stand_in.url}/"):
         url, cookie = follow(url)
     assert url.startswith(f"{stand_in.url}/authorize?")
-    with urllib.request.urlopen(url) as answer:  # noqa: S310 - the loopback stand-in
+    with urllib.request.urlopen(url) as answer:
         text = answer.read().decode()
     link = text.split('href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
     return {**{k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}, "cookie": cookie}

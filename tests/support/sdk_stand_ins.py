@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from scripts.stand_ins import Recorded
+from tests.support.stand_ins import Recorded
 
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream; charset=utf-8"
