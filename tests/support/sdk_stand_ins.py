@@ -1,4 +1,4 @@
-"""Stand-ins of the providers whose own SDKs tests/test_sdk*.py drive through credvault: each
+"""Stand-ins of the providers whose own SDKs tests/sdks/ drive through credvault: each
 is a real HTTP server on 127.0.0.1, in a thread of the process that starts it, that answers the
 calls the tests make as the provider documents them (its paths, JSON shapes, headers and
 Server-Sent Events framing), records every request it receives exactly as it came (`requests`),
@@ -1015,7 +1015,7 @@ class JiraStandIn(_BasicPairStandIn):
 # --- Providers with more than one host -------------------------------------------------------
 # Each stands in for one host of its provider; credvault reaches the others' at the bases
 # (`huggingface~router`, `dropbox~content`) or the host pattern (`pinecone~host`) of the
-# catalog (tests/test_sdk_provider_hosts.py).
+# catalog (tests/sdks/test_sdk_provider_hosts.py).
 
 
 class HuggingFaceRouterStandIn(SdkStandIn):

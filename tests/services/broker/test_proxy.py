@@ -290,7 +290,7 @@ class TestRevocationRefusesTheVeryNextCall:
 class TestTheAnswer:
     def test_a_redirect_is_passed_back_and_not_followed(self, github, provider_server):
         # A redirect that stays under the service's API base; one that leaves it is followed
-        # without the credential or refused (tests/test_foreign_redirects.py).
+        # without the credential or refused (tests/services/broker/test_foreign_redirects.py).
         _, token = github
         provider_server.answer(302, b"", headers={"Location": f"{provider_server.url}/login"})
         response = call(token, "GET", "github", "/user")

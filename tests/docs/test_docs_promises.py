@@ -51,9 +51,11 @@ def test_env_example_names_the_worker_class_gunicorn_runs():
 
 def test_every_inspector_command_in_the_docs_is_pinned_to_the_tested_major():
     """An unpinned `npx @modelcontextprotocol/inspector` runs whatever npx has cached (a cached
-    0.15 fails against credvault); the docs pin the major that tests/test_mcp_clients.py
-    installs and drives."""
-    tested = (BASE_DIR / "tests" / "test_mcp_clients.py").read_text(encoding="utf-8")
+    0.15 fails against credvault); the docs pin the major that
+    tests/services/mcp/test_mcp_clients.py installs and drives."""
+    tested = (BASE_DIR / "tests" / "services" / "mcp" / "test_mcp_clients.py").read_text(
+        encoding="utf-8"
+    )
     major = re.search(r'"@modelcontextprotocol/inspector@\^(\d+)\.', tested).group(1)
     documents = [BASE_DIR / "README.md", *sorted((BASE_DIR / "docs").glob("*.md"))]
     commands = [

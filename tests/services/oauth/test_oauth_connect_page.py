@@ -3,7 +3,7 @@ names the provider and the account and asks the person to continue; continuing (
 that page, and only from it) sets an HttpOnly, SameSite=Lax cookie bound to the state and sends
 the browser to the provider; the callback refuses a state whose browser does not bring that
 cookie. Against the OAuth stand-in on 127.0.0.1 (the `stand_in` fixture), with Django's test
-client as the browser here, and headless Chromium in tests/test_oauth_browser.py.
+client as the browser here, and headless Chromium in tests/browser/test_oauth_browser.py.
 """
 
 from __future__ import annotations

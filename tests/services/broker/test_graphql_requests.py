@@ -2,7 +2,7 @@
 aliases, fragments, batches, operation names, comments), the catalog's GraphQL blocks, the
 grant's `graphql` field, and the broker's rule on each GraphQL provider (Linear, GitHub,
 Shopify, monday) against a provider stand-in on 127.0.0.1, through the proxy and through MCP's
-call_api. The real clients (gql, githubkit) are in tests/test_graphql_operations.py."""
+call_api. The real clients (gql, githubkit) are in tests/sdks/test_graphql_operations.py."""
 
 from __future__ import annotations
 

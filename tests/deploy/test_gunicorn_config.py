@@ -34,7 +34,7 @@ def test_a_worker_answers_its_own_errors_as_problems_and_freezes_what_it_loaded(
         # generations.
         assert gc.get_freeze_count() > 10_000
         # A worker quits once: Ctrl-C's SIGINT and then the master's SIGQUIT quit it once
-        # (tests/test_make_run.py runs it).
+        # (tests/deploy/test_make_run.py runs it).
         signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
         signal.getsignal(signal.SIGQUIT)(signal.SIGQUIT, None)
         assert quits == [signal.SIGINT]

@@ -513,7 +513,8 @@ class TestRefreshOnUse:
         before = ConnectedService.objects.values().get()
         assert_problem(agent_read(reader), 503, "provider_unavailable")
         after = ConnectedService.objects.values().get()
-        # Only the pause of the service's refreshes (tests/test_oauth_rotation_safety.py).
+        # Only the pause of the service's refreshes
+        # (tests/services/oauth/test_oauth_rotation_safety.py).
         assert after.pop("refresh_paused_until") > timezone.now()
         before.pop("refresh_paused_until")
         assert before == after

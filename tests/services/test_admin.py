@@ -2,7 +2,8 @@
 in UTC, objects titled by name, a filter by account, each grant once, the key id of each stored
 field, and a per-account overview made in a constant number of queries.
 
-What the admin must never show (values, ciphertext, digests) is tested in tests/test_leaks.py.
+What the admin must never show (values, ciphertext, digests) is tested in
+tests/services/test_leaks.py.
 """
 
 from __future__ import annotations

@@ -63,8 +63,8 @@ class TestTheProvidersAddressesMoveOntoTheProxy:
 
     def test_an_address_elsewhere_passes_unchanged(self, github, provider_server):
         # Not a redirect (a 302 to GET that leaves the service is followed by credvault:
-        # tests/test_foreign_redirects.py); a relative reference is moved like any other
-        # (tests/test_answer_addresses.py).
+        # tests/services/broker/test_foreign_redirects.py); a relative reference is moved like
+        # any other (tests/services/broker/test_answer_addresses.py).
         elsewhere = "https://uploads.example.com/repos/o/r"
         provider_server.answer(201, {}, headers={"Location": elsewhere, "Link": f"<{elsewhere}>"})
         response = call(github, "POST", "github", "/repos/o/r", body=b"{}")
