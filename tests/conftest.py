@@ -4,6 +4,7 @@ import base64
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,19 @@ TEST_KEYS = f"test-a:{KEY_A}"
 TEST_AUDIT_KEYS = f"audit-a:{base64.b64encode(b'C' * 32).decode()}"
 
 
+TESTS_DIR = Path(__file__).resolve().parent
+# Every test of these folders is `slow` (real SDKs, Chromium, gunicorn and nginx as production
+# runs them); elsewhere a slow module says so itself with `pytestmark = pytest.mark.slow`.
+SLOW_FOLDERS = frozenset({"sdks", "browser", "deploy"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(TESTS_DIR) and path.relative_to(TESTS_DIR).parts[0] in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     from django.conf import settings
 
@@ -36,15 +50,16 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
     """SQLite tests run on a file, as production does: the concurrency tests need real
-    separate connections, which an in-memory shared-cache database does not give."""
+    separate connections, which an in-memory shared-cache database does not give. One file per
+    process (each xdist worker has its own), in the temporary directory: var/ holds only what
+    the tests look at there."""
     from django.conf import settings
     from django.db import connection
 
     db = settings.DATABASES["default"]
     if connection.vendor == "sqlite":
-        var = Path(settings.BASE_DIR) / "var"
-        var.mkdir(exist_ok=True)
-        db.setdefault("TEST", {})["NAME"] = str(var / f"test-{os.getpid()}.sqlite3")
+        name = Path(tempfile.gettempdir()) / f"credvault-test-{os.getpid()}.sqlite3"
+        db.setdefault("TEST", {})["NAME"] = str(name)
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,10 @@ from tests.support.helpers import agent_with_token, database_url, store_set
 PASSWORD = "staff-password"
 LONG_SERVICE = "custom-customer-relationship-manager"
 SCREENSHOTS = BASE_DIR / "var" / "screenshots" / "admin"
+
+# It writes under var/, which the demo's test watches: one worker runs these modules in turn.
+pytestmark = pytest.mark.xdist_group("var")
+
 # Each list with the widest rows the seed below makes; the accounts list with its overview.
 LISTS = [
     "/admin/services/account/",

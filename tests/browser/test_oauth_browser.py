@@ -27,6 +27,10 @@ from tests.support.helpers import database_url
 from tests.support.stand_ins import OAuthServer
 
 SCREENSHOTS = BASE_DIR / "var" / "screenshots" / "oauth"
+
+# It writes under var/, which the demo's test watches: one worker runs these modules in turn.
+pytestmark = pytest.mark.xdist_group("var")
+
 SECRET = "MARKED-SECRET-browser-client"
 
 

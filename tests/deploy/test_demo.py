@@ -15,6 +15,10 @@ from django.core.management import call_command
 
 from tests.support.harness import BASE_DIR
 
+# Other tests write under var/ too (screenshots, the MCP Inspector): one worker runs them and
+# this one in turn, so that what appears there during the demo is the demo's.
+pytestmark = pytest.mark.xdist_group("var")
+
 TOKEN = re.compile(r"cv[ta]_[0-9A-Za-z]{46}")
 
 

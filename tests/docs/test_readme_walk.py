@@ -33,6 +33,9 @@ from tests.support.harness import (
 )
 from tests.support.stand_ins import GitHubStandIn
 
+# slow: the documents' curl lines against a live server.
+pytestmark = pytest.mark.slow
+
 README = BASE_DIR / "README.md"
 # The reading order: the README first, then the documents whose curl lines go on from it.
 WALK = [README, *(BASE_DIR / "docs" / name for name in ("api.md", "agents.md", "oauth.md"))]

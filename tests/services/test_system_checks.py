@@ -10,6 +10,9 @@ import pytest
 from tests.conftest import KEY_B, TEST_AUDIT_KEYS, TEST_KEYS
 from tests.support.helpers import manage
 
+# slow: most tests run `manage.py check` as a process of its own.
+pytestmark = pytest.mark.slow
+
 
 class TestSystemChecks:
     """A misconfigured start stops at `manage.py check` with a clear message."""

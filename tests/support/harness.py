@@ -17,6 +17,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -131,7 +132,8 @@ class Gunicorn:
         self.port = free_port()
         self.tls = tls
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-        self.log = log or BASE_DIR / "var" / f"gunicorn-{self.port}.log"
+        # Not under var/, which the demo's test watches while other workers run their servers.
+        self.log = log or Path(tempfile.gettempdir()) / f"credvault-gunicorn-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 30) -> Gunicorn:

@@ -170,6 +170,7 @@ def test_an_altered_completion_fails_verification_but_not_the_chain(github, prov
     assert audit.verify_chain(account)[1].reason == "the row was edited"
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_while_the_provider_holds_the_call_leaves_its_event(
     alice_api, provider_server, settings

@@ -245,6 +245,7 @@ class TestHasDestination:
         assert destination.has_destination(catalog.get("shopify")) is True
 
 
+@pytest.mark.slow
 def test_calls_in_flight_are_capped_per_token_across_workers(tmp_path):
     """Two workers sharing Redis, a provider that holds its answers: the token's third call
     while two wait is 429 with Retry-After, and a call goes through once one has ended."""

@@ -230,6 +230,7 @@ GRAPHQL_TEXT = st.text(
 )
 
 
+@pytest.mark.slow
 class TestAnyInput:
     """Whatever the body, query string or media type, the reading answers a set of names or
     InvalidGraphQLRequest: never another exception (which would be a 500)."""

@@ -19,6 +19,9 @@ from tests.support.harness import Gunicorn, server_env
 from tests.support.helpers import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
 from tests.support.stand_ins import ProviderServer
 
+# slow: streams through gunicorn that last seconds by design.
+pytestmark = pytest.mark.slow
+
 MIB = 1024 * 1024
 OCTETS = {"Content-Type": "application/octet-stream"}
 SSE_HEADERS = {"Content-Type": "text/event-stream", "X-Request-ID": "req_provider_1"}

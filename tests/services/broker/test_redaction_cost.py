@@ -24,6 +24,9 @@ from tests.support.harness import Gunicorn, server_env
 from tests.support.helpers import PROXY_PREFIX, agent_token, creds, database_url, marked, put_agent
 from tests.support.stand_ins import ProviderServer
 
+# slow: bodies of many escapes, and gunicorn under dense streams: seconds each.
+pytestmark = pytest.mark.slow
+
 SECRET = "sk-proj-9fK2mQ7xR4tV8wZ1bN5cL3hJ6gD0sA"
 PAIR = f"user:{SECRET}"
 DENSE = {

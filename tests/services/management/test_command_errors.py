@@ -24,6 +24,9 @@ import pytest
 from tests.conftest import TEST_AUDIT_KEYS, TEST_KEYS
 from tests.support.harness import BASE_DIR, Gunicorn, server_env
 
+# slow: each test runs manage.py as a process of its own, some a gunicorn.
+pytestmark = pytest.mark.slow
+
 COMMAND_DIRS = (
     BASE_DIR / "services" / "management" / "commands",
     BASE_DIR / "providers" / "management" / "commands",

@@ -224,6 +224,7 @@ def test_generate_key_prints_a_usable_entry():
     assert run("generate_key")[0].strip() != entry
 
 
+@pytest.mark.slow
 class TestExitCodes:
     def test_a_refused_command_exits_non_zero_with_a_message(self):
         result = manage("create_account", "a b/c")
@@ -334,6 +335,7 @@ class TestAgentCommands:
         assert response.status_code == 401
 
 
+@pytest.mark.slow
 def test_verify_audit_exits_non_zero_on_a_broken_chain(tmp_path):
     """As an operator runs it: a fresh database, a real chain, an edit, the exit code."""
     env = {

@@ -36,7 +36,13 @@ INSPECTOR_DIR = BASE_DIR / "var" / "inspector"
 # the machine's own Node is.
 INSPECTOR_PACKAGES = ("@modelcontextprotocol/inspector@^2.12", "node@22")
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# It writes var/inspector, which the demo's test watches: one worker runs these modules in turn.
+# slow: the real MCP clients (the SDK, the Inspector from npm) against gunicorn.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.xdist_group("var"),
+]
 
 
 @pytest.fixture(scope="module")

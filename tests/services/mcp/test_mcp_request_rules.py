@@ -22,7 +22,8 @@ from tests.support.harness import Gunicorn
 from tests.support.helpers import agent_token, creds, marked, put_agent, served_env
 from tests.support.stand_ins import ProviderServer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# slow: the real `mcp` client against gunicorn.
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 MODERN = "2026-07-28"
 META = {

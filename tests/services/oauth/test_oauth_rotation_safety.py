@@ -310,6 +310,7 @@ class TestAnUnavailableTokenUrl:
         assert values_of(response)["access_token"] in stand_in.access_tokens
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_pause_holds_for_another_process(alice_api, stand_in, reader, settings):
     """The pause is on the service's row: `refresh_tokens` in a process of its own (another
