@@ -162,6 +162,14 @@ def test_no_test_module_imports_another():
     assert {name: targets for name, targets in found.items() if targets} == {}
 
 
+def test_a_script_may_import_the_test_support_alone():
+    assert is_support_module("tests.support")
+    assert is_support_module("tests.support.harness")
+    assert not is_support_module("tests.conftest")
+    assert not is_support_module("tests.supporting")
+    assert not is_support_module("tests.services.test_audit")
+
+
 def test_an_import_of_a_test_module_is_found(tmp_path):
     path = tmp_path / "test_new.py"
     path.write_text(
