@@ -13,7 +13,7 @@ BENCH_ARGS ?=
 CREDVAULT_BIND ?= 127.0.0.1:8000
 export CREDVAULT_BIND
 
-.PHONY: run test demo lint format setup env-file migrate clean fuzz openapi client-walk soak slow-clients bench
+.PHONY: run test test-all demo lint format setup env-file migrate clean fuzz openapi client-walk soak slow-clients bench
 
 # The address is checked first: a taken port stops here, before any token is printed.
 run: setup
@@ -23,10 +23,19 @@ run: setup
 	$(PY) manage.py bootstrap_demo --base-url http://$(CREDVAULT_BIND)
 	$(BIN)/gunicorn -c gunicorn.conf.py credvault.wsgi:application
 
-# PYTEST_ARGS passes options to pytest (.ci/run: a JUnit report for its totals).
+# PYTEST_ARGS passes options to pytest (.ci/run: a JUnit report for its totals). The tests are
+# spread over the cores (pytest-xdist): a module's tests, or a class's, stay on one worker, so
+# that the servers their fixtures start are started once; an `xdist_group` stays together too.
 PYTEST_ARGS ?=
+PYTEST_PARALLEL := -n auto --dist loadgroup
+
+# The fast tier: every test not marked `slow` (CONTRIBUTING.md, "Tests").
 test: setup lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -q -m "not slow" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+
+# Every test, the slow ones too: what CI runs.
+test-all: setup lint
+	$(BIN)/pytest -q $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # An agent calls GitHub through credvault in five steps, offline: a throwaway server and a
 # stand-in GitHub on 127.0.0.1 (scripts/demo.py).

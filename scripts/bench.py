@@ -50,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.harness import BASE_DIR, Gunicorn, fresh_postgres, listening, server_env
+from tests.support.harness import BASE_DIR, Gunicorn, fresh_postgres, listening, server_env
 
 WORK = BASE_DIR / "var" / "bench"
 BACKENDS = {

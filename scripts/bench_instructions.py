@@ -6,7 +6,7 @@ machine that other work shares; callgrind counts the instructions a process exec
 else the machine does, so two trees of the project can be compared to a fraction of a percent.
 
 How: a fresh SQLite database under var/bench_instructions/, the environment of a throwaway
-server (scripts/harness.py `server_env`: DEBUG off, its own keys; `testserver` allowed for
+server (tests/support/harness.py `server_env`: DEBUG off, its own keys; `testserver` allowed for
 Django's test client; every rate limit far above what the run reaches), migrated and seeded
 through management commands and the HTTP API alone, so that the same file runs unchanged in
 any tree of the project. Then a child Python process runs under
@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
 
-from scripts.harness import BASE_DIR, free_port, listening, server_env
+from tests.support.harness import BASE_DIR, free_port, listening, server_env
 
 WORK = BASE_DIR / "var" / "bench_instructions"
 BASELINE = "/bench/baseline"
@@ -131,7 +131,7 @@ ENDPOINT_NAMES = [endpoint.name for endpoint in ENDPOINTS]
 
 
 def environment(database: Path, upstream: str | None) -> dict[str, str]:
-    """A throwaway server's environment (this tree's scripts/harness.py), for Django's test
+    """A throwaway server's environment (this tree's tests/support/harness.py), for Django's test
     client, with nothing throttled and no audit checkpoint during the run; github's API at
     `upstream` (the stand-in's URL), when there is one."""
     brokered = {

@@ -62,7 +62,15 @@ from urllib.parse import parse_qs, urlsplit
 
 from scripts.bench import WORK as LOAD_SCRIPTS
 from scripts.bench import Check, Endpoint, Result, load, measure, production_workers
-from scripts.harness import BASE_DIR, Gunicorn, free_port, listening, manage, request, server_env
+from tests.support.harness import (
+    BASE_DIR,
+    Gunicorn,
+    free_port,
+    listening,
+    manage,
+    request,
+    server_env,
+)
 
 WORK = BASE_DIR / "var" / "bench-proxy"
 ANSWER = b'{"login":"octocat","id":1,"type":"User"}'

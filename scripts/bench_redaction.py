@@ -74,8 +74,8 @@ def cpu_seconds(pid: int) -> float:
 def worker_seconds(rounds: int) -> dict[str, list[float]]:
     import urllib3
 
-    from scripts.harness import Gunicorn, manage, request, server_env
-    from scripts.stand_ins import ProviderServer
+    from tests.support.harness import Gunicorn, manage, request, server_env
+    from tests.support.stand_ins import ProviderServer
 
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)

@@ -29,7 +29,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from scripts.harness import (
+from tests.support.harness import (
     BASE_DIR,
     Gunicorn,
     every_provider_at,
@@ -37,7 +37,7 @@ from scripts.harness import (
     request,
     server_env,
 )
-from scripts.stand_ins import ProviderServer
+from tests.support.stand_ins import ProviderServer
 
 WORK = BASE_DIR / "var" / "client-walk"
 PACKAGE = "credvault_client"

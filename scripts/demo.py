@@ -1,6 +1,6 @@
 """`make demo`: an agent calls GitHub through credvault, offline, in five steps.
 
-Starts a stand-in of GitHub's `/user` on 127.0.0.1 (scripts/stand_ins.py, GitHubStandIn: it
+Starts a stand-in of GitHub's `/user` on 127.0.0.1 (tests/support/stand_ins.py, GitHubStandIn: it
 accepts one demo key and echoes the token it was called with) and a throwaway credvault under
 gunicorn (its own SQLite file and log in a temporary directory, a free loopback port), with the
 catalog's GitHub pointed at the stand-in by CREDVAULT_PROVIDER_BASE_URLS. Then it walks,
@@ -30,14 +30,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from scripts.harness import (
+from tests.support.harness import (
     BASE_DIR,
     Gunicorn,
     migrated_account,
     request,
     server_env,
 )
-from scripts.stand_ins import GitHubStandIn
+from tests.support.stand_ins import GitHubStandIn
 
 # Where earlier versions kept the demo's database and a log that grew with every run.
 EARLIER_WORK = BASE_DIR / "var" / "demo"

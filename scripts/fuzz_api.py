@@ -21,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scripts.harness import BASE_DIR, Gunicorn, every_provider_at, server_env
-from scripts.stand_ins import ProviderServer
+from tests.support.harness import BASE_DIR, Gunicorn, every_provider_at, server_env
+from tests.support.stand_ins import ProviderServer
 
 WORK = BASE_DIR / "var" / "fuzz"
 CONFIG = BASE_DIR / "schemathesis.toml"

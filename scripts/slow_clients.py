@@ -31,8 +31,8 @@ import time
 from collections import Counter
 
 from scripts.bench import production_workers
-from scripts.harness import BASE_DIR, Gunicorn, manage, request, server_env
-from scripts.stand_ins import ProviderServer
+from tests.support.harness import BASE_DIR, Gunicorn, manage, request, server_env
+from tests.support.stand_ins import ProviderServer
 
 WORK = BASE_DIR / "var" / "slow"
 HELD_BODIES = 16

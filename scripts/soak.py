@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from scripts.harness import (
+from tests.support.harness import (
     BASE_DIR,
     Gunicorn,
     fresh_postgres,
@@ -32,7 +32,7 @@ from scripts.harness import (
     request,
     server_env,
 )
-from scripts.stand_ins import ProviderServer
+from tests.support.stand_ins import ProviderServer
 
 DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/credvault_soak"
 OPERATIONS = [

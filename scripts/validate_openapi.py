@@ -13,7 +13,7 @@ import sys
 import yaml
 from openapi_spec_validator import validate
 
-from scripts.harness import BASE_DIR, Gunicorn, request, server_env
+from tests.support.harness import BASE_DIR, Gunicorn, request, server_env
 
 WORK = BASE_DIR / "var" / "openapi"
 

@@ -3,8 +3,8 @@ credential set is sealed and opened.
 
 A sealed value is a `key_id` column beside a ciphertext column (services/crypto.py gives the
 format). Key rotation (`reencrypt`), readiness (`/readyz`) and the system check walk `KINDS`, so
-a kind listed here is rotated and watched with the rest; tests/test_key_rotation.py fails for a
-model with a `key_id` column that is not listed.
+a kind listed here is rotated and watched with the rest; tests/services/test_key_rotation.py
+fails for a model with a `key_id` column that is not listed.
 
 Each kind says where a row's value is bound (its `Place`, the associated data): a credential
 field to its account, service, keyName and the service's generation; an OAuth client secret to

@@ -4,6 +4,7 @@ import base64
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,17 +14,30 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
-from scripts.harness import listening
-from scripts.stand_ins import OAuthServer, ProviderServer
 from services import checkpoints
 from services.accounts import create_account, issue_token
-from tests.support import PUBLIC_URL, Api
+from tests.support.harness import listening
+from tests.support.helpers import PUBLIC_URL, Api
+from tests.support.stand_ins import OAuthServer, ProviderServer
 
 # Fixed test keys: `old` first would seal; tests that rotate put `new` first.
 KEY_A = base64.b64encode(b"A" * 32).decode()
 KEY_B = base64.b64encode(b"B" * 32).decode()
 TEST_KEYS = f"test-a:{KEY_A}"
 TEST_AUDIT_KEYS = f"audit-a:{base64.b64encode(b'C' * 32).decode()}"
+
+
+TESTS_DIR = Path(__file__).resolve().parent
+# Every test of these folders is `slow` (real SDKs, Chromium, gunicorn and nginx as production
+# runs them); elsewhere a slow module says so itself with `pytestmark = pytest.mark.slow`.
+SLOW_FOLDERS = frozenset({"sdks", "browser", "deploy"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(TESTS_DIR) and path.relative_to(TESTS_DIR).parts[0] in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -36,15 +50,16 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
     """SQLite tests run on a file, as production does: the concurrency tests need real
-    separate connections, which an in-memory shared-cache database does not give."""
+    separate connections, which an in-memory shared-cache database does not give. One file per
+    process (each xdist worker has its own), in the temporary directory: var/ holds only what
+    the tests look at there."""
     from django.conf import settings
     from django.db import connection
 
     db = settings.DATABASES["default"]
     if connection.vendor == "sqlite":
-        var = Path(settings.BASE_DIR) / "var"
-        var.mkdir(exist_ok=True)
-        db.setdefault("TEST", {})["NAME"] = str(var / f"test-{os.getpid()}.sqlite3")
+        name = Path(tempfile.gettempdir()) / f"credvault-test-{os.getpid()}.sqlite3"
+        db.setdefault("TEST", {})["NAME"] = str(name)
 
 
 @pytest.fixture(autouse=True)
@@ -165,9 +180,9 @@ def provider_server(settings) -> Iterator[ProviderServer]:
 
 @pytest.fixture
 def stand_in(settings) -> Iterator[OAuthServer]:
-    """An OAuth provider on 127.0.0.1 (scripts/stand_ins.py) as the authorization server and the
-    API of github, zoom, slack, salesforce and figma (figma refreshing at a URL of its own),
-    with credvault's public URL PUBLIC_URL."""
+    """An OAuth provider on 127.0.0.1 (tests/support/stand_ins.py) as the authorization server
+    and the API of github, zoom, slack, salesforce and figma (figma refreshing at a URL of its
+    own), with credvault's public URL PUBLIC_URL."""
     server = OAuthServer().start()
     settings.CREDVAULT_PUBLIC_URL = PUBLIC_URL
     urls = {"authorize": f"{server.url}/authorize", "token": f"{server.url}/token"}

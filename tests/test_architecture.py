@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from scripts.harness import BASE_DIR
+from tests.support.harness import BASE_DIR
 
 PACKAGES = ("credvault", "services", "providers")
 
@@ -152,10 +152,14 @@ def is_test_module(name: str) -> bool:
     return name.startswith("tests.") and name.rpartition(".")[2].startswith("test_")
 
 
+def is_support_module(name: str) -> bool:
+    return name == "tests.support" or name.startswith("tests.support.")
+
+
 def test_no_test_module_imports_another():
-    """Helpers live in tests/support.py, fixtures in tests/conftest.py and the stand-ins of
-    providers in scripts/stand_ins.py: a test module imports nothing from another (a test or a
-    fixture imported is collected again where it lands), and the scripts nothing of the tests."""
+    """Helpers, the harness and the stand-ins of providers live in tests/support/, fixtures in
+    conftest.py files: a test module imports nothing from another (a test or a fixture imported
+    is collected again where it lands), and the scripts nothing of the tests but tests/support/."""
     modules = {
         module_name(path): path
         for folder in ("tests", "scripts")
@@ -166,10 +170,22 @@ def test_no_test_module_imports_another():
     for name, path in modules.items():
         imported = imports_of(path, name, known)
         if name.startswith("scripts"):
-            found[name] = sorted(target for target in imported if target.startswith("tests"))
+            found[name] = sorted(
+                target
+                for target in imported
+                if target.startswith("tests") and not is_support_module(target)
+            )
         else:
             found[name] = sorted(target for target in imported if is_test_module(target))
     assert {name: targets for name, targets in found.items() if targets} == {}
+
+
+def test_a_script_may_import_the_test_support_alone():
+    assert is_support_module("tests.support")
+    assert is_support_module("tests.support.harness")
+    assert not is_support_module("tests.conftest")
+    assert not is_support_module("tests.supporting")
+    assert not is_support_module("tests.services.test_audit")
 
 
 def test_an_import_of_a_test_module_is_found(tmp_path):

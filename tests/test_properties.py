@@ -20,7 +20,7 @@ from services.masking import Secret
 from services.models import AuditAction, AuditEvent, AuditOutcome
 from services.storage.dialects import SQLite
 from services.times import rfc3339
-from tests.support import Api
+from tests.support.helpers import Api
 
 RING = KeyRing.parse(f"p:{base64.b64encode(b'P' * 32).decode()}")
 FAST = settings(max_examples=300, deadline=None)

@@ -128,10 +128,10 @@ def test_no_step_at_all_is_no_pass(tmp_path, capsys):
 
 
 def test_ci_run_reports_every_pytest_run_and_ends_with_the_totals():
-    from scripts.harness import BASE_DIR
+    from tests.support.harness import BASE_DIR
 
     script = (BASE_DIR / ".ci" / "run").read_text()
-    assert 'make test PYTEST_ARGS="--junitxml=$CI_DIR/sqlite.xml"' in script
+    assert 'make test-all PYTEST_ARGS="--junitxml=$CI_DIR/sqlite.xml"' in script
     assert '--junitxml="$CI_DIR/postgresql.xml"' in script
     assert 'make fuzz 2>&1 | tee "$CI_DIR/fuzz.log"' in script
     assert "trap finish EXIT" in script

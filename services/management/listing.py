@@ -1,8 +1,8 @@
 """What the listing commands and the admin show of a token: its times and its status.
 
 `token_status` is the one definition of a token's status; `live_tokens` is the same rule as a
-query (the tokens whose status is `active`), for counting in the database. tests/test_admin.py
-holds the two to each other for every status.
+query (the tokens whose status is `active`), for counting in the database.
+tests/services/test_admin.py holds the two to each other for every status.
 """
 
 from __future__ import annotations

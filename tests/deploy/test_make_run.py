@@ -1,0 +1,103 @@
+"""`make run`: a taken address stops it before any token or curl line is printed, the
+curl line it prints names the address it serves at (CREDVAULT_BIND), and Ctrl-C stops it
+without a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.support.harness import BASE_DIR, free_port, server_env
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def make(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")},
+    )
+
+
+def test_a_taken_port_stops_make_run_before_anything_is_printed():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = f"127.0.0.1:{holder.getsockname()[1]}"
+        result = make("run", f"CREDVAULT_BIND={taken}")
+    assert result.returncode != 0
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("credvault:")]
+    assert taken in line
+    assert "the address is in use" in line
+    assert "CREDVAULT_BIND=" in line
+    assert "cvt_" not in result.stdout + result.stderr
+    assert "curl" not in result.stdout
+    assert "migrate" not in result.stdout  # stopped before the database was touched
+
+
+def test_the_printed_curl_line_uses_the_address_served():
+    plan = make("-n", "run", "CREDVAULT_BIND=127.0.0.1:9123").stdout
+    assert "bootstrap_demo --base-url http://127.0.0.1:9123" in plan
+    assert "gunicorn -c gunicorn.conf.py" in plan
+
+
+def test_make_run_sets_the_public_url_to_the_address_served():
+    plan = make("-n", "run", "CREDVAULT_BIND=127.0.0.1:9123").stdout
+    assert "scripts/write_env.py --follow-bind .env" in plan
+
+
+def test_ctrl_c_stops_the_server_without_a_traceback(tmp_path):
+    """Ctrl-C sends SIGINT to the terminal's whole process group: gunicorn's master and each
+    gevent worker. Each worker then had SIGINT from the terminal and SIGQUIT from the master,
+    and gevent printed the second quit's SystemExit with its traceback."""
+    bind = f"127.0.0.1:{free_port()}"
+    env = server_env(
+        f"sqlite:///{tmp_path / 'run.sqlite3'}",
+        CREDVAULT_BIND=bind,
+        WEB_CONCURRENCY="1",  # a worker that answers has installed its signal handlers
+        LOG_LEVEL="INFO",
+    )
+    # The last line of `make run`, in a process group of its own, as a terminal runs it.
+    server = subprocess.Popen(
+        [str(BASE_DIR / ".venv" / "bin" / "gunicorn"), "-c", "gunicorn.conf.py",
+         "credvault.wsgi:application"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://{bind}/healthz", timeout=1) as answer:
+                    assert answer.status == 200
+                    break
+            except (urllib.error.URLError, OSError):
+                assert server.poll() is None, server.communicate()[1]
+                time.sleep(0.1)
+        os.killpg(server.pid, signal.SIGINT)
+        _, stderr = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    assert server.returncode == 0, stderr
+    assert "Handling signal: int" in stderr
+    assert "Worker exiting" in stderr
+    assert "Shutting down: Master" in stderr
+    assert "Traceback" not in stderr
+    assert "SystemExit" not in stderr

@@ -1,0 +1,73 @@
+"""Health and readiness: `/healthz` answers without token or database, `/readyz`
+is 503 when the database or a key in use is missing."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError
+from django.test import Client
+
+from tests.conftest import KEY_B
+from tests.support.helpers import assert_problem, creds
+
+
+class TestHealth:
+    def test_healthz_needs_neither_token_nor_database(self):
+        # No django_db mark: any database access would raise here.
+        response = Client().get("/healthz")
+        assert response.status_code == 200
+        assert response.json() == {"status": "ok"}
+
+    @pytest.mark.django_db
+    def test_readyz_is_200_when_database_and_keys_are_there(self, alice_api):
+        alice_api.store("custom", creds(api_key="v"))
+        response = Client().get("/readyz")
+        assert response.status_code == 200
+        assert response.json() == {"status": "ready"}
+
+    @pytest.mark.django_db
+    def test_readyz_is_503_when_a_key_in_use_is_missing(self, alice_api, settings):
+        alice_api.store("custom", creds(api_key="v"))
+        settings.CREDVAULT_ENCRYPTION_KEYS = f"other:{KEY_B}"
+        assert_problem(Client().get("/readyz"), 503, "service_unavailable")
+
+    @pytest.mark.django_db
+    def test_readyz_is_503_when_the_database_is_unreachable(self, monkeypatch):
+        from django.db.backends import utils
+
+        def refused(*args, **kwargs):
+            raise OperationalError("connection refused")
+
+        monkeypatch.setattr(utils.CursorWrapper, "execute", refused)
+        assert_problem(Client().get("/readyz"), 503, "service_unavailable")
+
+
+class TestProbesWhateverTheHost:
+    """Probes send the pod's IP as Host; every other path keeps the host check."""
+
+    @pytest.mark.django_db
+    @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+    def test_a_probe_answers_for_any_host_without_a_traceback(self, path, caplog):
+        response = Client().get(path, HTTP_HOST="10.1.2.3:8000")
+        assert response.status_code == 200
+        assert response["Cache-Control"] == "no-store"
+        assert not [record for record in caplog.records if record.exc_info]
+        assert "DisallowedHost" not in caplog.text
+
+    @pytest.mark.django_db
+    def test_readyz_is_still_503_for_any_host_when_the_database_is_down(self, monkeypatch):
+        from django.db.backends import utils
+
+        def refused(*args, **kwargs):
+            raise OperationalError("connection refused")
+
+        monkeypatch.setattr(utils.CursorWrapper, "execute", refused)
+        response = Client().get("/readyz", HTTP_HOST="10.1.2.3")
+        assert_problem(response, 503, "service_unavailable")
+
+    @pytest.mark.django_db
+    def test_every_other_path_keeps_the_host_check(self, alice_api):
+        response = Client().get(
+            "/api/v1/services", HTTP_HOST="10.1.2.3", headers=alice_api.headers()
+        )
+        assert_problem(response, 400, "invalid_request")

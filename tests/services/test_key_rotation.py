@@ -1,0 +1,116 @@
+"""Key rotation covers every kind of sealed value: `reencrypt` re-seals each, `/readyz` and
+`manage.py check` see each, and after the old key is dropped every kind still opens."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.db import models
+from django.test import Client
+
+from services.models import CredentialField, OAuthClient
+from services.sealed import KINDS
+from tests.conftest import KEY_A, KEY_B
+from tests.support.helpers import (
+    agent_token,
+    assert_problem,
+    callback,
+    connect,
+    consent,
+    creds,
+    marked,
+    put_agent,
+    put_client,
+)
+
+OLD = f"old:{KEY_A}"
+NEW = f"new:{KEY_B}"
+
+
+def sealed_models() -> set[type[models.Model]]:
+    """Every model of the project that stores a ciphertext beside the id of its key."""
+    found = set()
+    for model in apps.get_app_config("services").get_models():
+        names = {field.name for field in model._meta.get_fields()}
+        binary = any(isinstance(field, models.BinaryField) for field in model._meta.get_fields())
+        if binary and "key_id" in names:
+            found.add(model)
+    return found
+
+
+def test_every_sealed_model_is_a_registered_kind():
+    assert sealed_models() == {kind.model for kind in KINDS}
+    assert {CredentialField, OAuthClient} <= sealed_models()
+
+
+def sealed_key_ids() -> dict[str, set[str]]:
+    return {kind.name: set(kind.model.objects.values_list("key_id", flat=True)) for kind in KINDS}
+
+
+@pytest.mark.django_db
+def test_every_kind_rotates_and_opens_without_the_old_key(alice_api, stand_in, settings):
+    settings.CREDVAULT_ENCRYPTION_KEYS = OLD
+    value = marked("api-key")
+    assert alice_api.store("custom", creds(api_key=value)).status_code == 201
+    assert put_client(alice_api, "github", marked("client-secret")).status_code == 201
+    put_agent(alice_api, "bot", [{"service": "custom", "access": "read"}])
+    token = agent_token(alice_api, "bot")
+    assert sealed_key_ids() == {kind.name: {"old"} for kind in KINDS}
+
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"{NEW},{OLD}"
+    out = StringIO()
+    call_command("reencrypt", "--batch-size", "1", stdout=out)
+    assert "2 value(s) to re-seal under key new" in out.getvalue()
+    assert "done: 2 re-sealed, 0 remaining" in out.getvalue()
+    assert sealed_key_ids() == {kind.name: {"new"} for kind in KINDS}
+
+    settings.CREDVAULT_ENCRYPTION_KEYS = NEW
+    assert Client().get("/readyz").status_code == 200
+    # The credential field opens: the agent reads it.
+    read = Client().get("/api/v1/agent/credentials/custom", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert read.status_code == 200, read.content
+    assert read.json()["credentials"] == [{"keyName": "api_key", "value": value}]
+    # The OAuth client secret opens: a whole connect exchanges a code with it.
+    authorize_url = connect(alice_api).json()["authorizeUrl"]
+    page = callback(**consent(stand_in, authorize_url))
+    assert page.status_code == 200, page.content
+    assert "GitHub is connected" in page.content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", [kind.name for kind in KINDS])
+def test_readiness_and_check_see_a_kind_sealed_with_a_dropped_key(
+    kind, alice_api, stand_in, settings, caplog
+):
+    settings.CREDVAULT_ENCRYPTION_KEYS = OLD
+    if kind == "credential field":
+        assert alice_api.store("custom", creds(api_key="v1", other="v2")).status_code == 201
+        count = 2
+    else:
+        assert put_client(alice_api, "github", "secret").status_code == 201
+        count = 1
+    settings.CREDVAULT_ENCRYPTION_KEYS = NEW
+
+    assert_problem(Client().get("/readyz"), 503, "service_unavailable")
+    assert f"{count} {kind} value(s) sealed with key ids not in the key ring: old" in caplog.text
+
+    from django.core.checks import run_checks
+
+    errors = [error for error in run_checks(databases=["default"]) if error.id == "credvault.E016"]
+    assert [error.msg for error in errors] == [
+        f"{count} {kind} value(s) are sealed with key id(s) not in CREDVAULT_ENCRYPTION_KEYS: old."
+    ]
+
+
+@pytest.mark.django_db
+def test_the_check_is_quiet_when_every_value_opens(alice_api, stand_in, settings):
+    assert alice_api.store("custom", creds(api_key="v")).status_code == 201
+    assert put_client(alice_api, "github", "secret").status_code == 201
+    from django.core.checks import run_checks
+
+    assert not [e for e in run_checks(databases=["default"]) if e.id == "credvault.E016"]
+    assert json.loads(Client().get("/readyz").content) == {"status": "ready"}
