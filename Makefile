@@ -29,9 +29,10 @@ run: setup
 PYTEST_ARGS ?=
 PYTEST_PARALLEL := -n auto --dist loadgroup
 
-# The fast tier: every test not marked `slow` (CONTRIBUTING.md, "Tests").
+# The fast tier: every test not marked `slow` (CONTRIBUTING.md, "Tests"), quiet: a failure or an
+# error is reported, a skip only counted.
 test: setup lint
-	$(BIN)/pytest -q -m "not slow" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+	$(BIN)/pytest -q -rfE -m "not slow" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # Every test, the slow ones too: what CI runs.
 test-all: setup lint

@@ -611,12 +611,17 @@ def render_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _between(text: str, start: str, end: str, body: str) -> str:
+    """`text` with `body` between its lines `start` and `end` (ValueError without them)."""
+    if start not in text or end not in text:
+        raise ValueError(f"the markers {start!r} and {end!r} are missing")
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    return f"{head}{start}\n{body}{end}{tail}"
+
+
 def with_table(document: str) -> str:
-    if TABLE_START not in document or TABLE_END not in document:
-        raise ValueError(f"{TABLE_DOC.name} lacks the settings-table markers")
-    head, rest = document.split(TABLE_START, 1)
-    tail = rest.split(TABLE_END, 1)[1]
-    return f"{head}{TABLE_START}\n{render_table()}{TABLE_END}{tail}"
+    return _between(document, TABLE_START, TABLE_END, render_table())
 
 
 # --- the settings' types, for mypy: a block of credvault/settings.py ------------------------
@@ -644,11 +649,7 @@ def render_types(module: str) -> str:
 
 
 def with_types(module: str) -> str:
-    if TYPES_START not in module or TYPES_END not in module:
-        raise ValueError(f"{TYPES_MODULE.name} lacks the settings-types markers")
-    head, rest = module.split(TYPES_START, 1)
-    tail = rest.split(TYPES_END, 1)[1]
-    return f"{head}{TYPES_START}\n{render_types(module)}{TYPES_END}{tail}"
+    return _between(module, TYPES_START, TYPES_END, render_types(module))
 
 
 def main(argv: list[str]) -> int:
