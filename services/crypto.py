@@ -1,22 +1,16 @@
 """Sealing and opening credential values: AES-256-GCM under a key ring.
 
-Storage format of one sealed value (the `ciphertext` column of a credential field):
+One sealed value (a `ciphertext` column; the sealing key's id is in `key_id` beside it):
 
     byte 0        format version, 1
     bytes 1..12   a fresh random 96-bit nonce
     bytes 13..    AES-256-GCM ciphertext of the value's UTF-8 bytes, then the 16-byte tag
 
-The id of the key that sealed it is stored beside it, in the `key_id` column.
-
 The associated data, authenticated but not stored, is the compact JSON array
-`[version, key_id, account_id, service, key_name, generation]`. A ciphertext therefore opens
-only in the row it was sealed for: copied to another keyName, service or account, or an older
-set's row copied back after a newer store (the generation differs), it fails to open.
-
-The key ring comes from CREDVAULT_ENCRYPTION_KEYS, `KEYID:BASE64KEY` entries separated by
-commas, each key 32 bytes: the first entry seals, every entry opens.
+`[version, key_id, account_id, service, key_name, generation]`: a ciphertext opens only in the
+row it was sealed for. The ring is CREDVAULT_ENCRYPTION_KEYS, comma-separated `KEYID:BASE64KEY`
+entries of 32-byte keys: the first seals, every one opens.
 """
-
 from __future__ import annotations
 
 import base64
