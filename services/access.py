@@ -17,8 +17,8 @@ from services.audit import Actor
 from services.exceptions import NotGranted, ReauthorizationRequired, ServiceNotConnected
 from services.models import ServiceStatus
 from services.oauth.refresh import refresh_service
-from services.oauth.token_sets import refresh_due
 from services.sealed import OpenedSet, open_set
+from services.set_expiry import refresh_due
 from services.storage import queries
 
 GrantedSet = queries.GrantedSet

@@ -26,8 +26,8 @@ from services.exceptions import (
 )
 from services.identifiers import service_identifier
 from services.models import AuditEvent, ConnectedService
-from services.oauth.token_sets import refresh_by_of
 from services.sealed import OpenedSet, seal_set
+from services.set_expiry import refresh_by_of
 from services.storage import queries
 from services.storage.transactions import account_transaction
 

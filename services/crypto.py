@@ -11,6 +11,7 @@ The associated data, authenticated but not stored, is the compact JSON array
 row it was sealed for. The ring is CREDVAULT_ENCRYPTION_KEYS, comma-separated `KEYID:BASE64KEY`
 entries of 32-byte keys: the first seals, every one opens.
 """
+
 from __future__ import annotations
 
 import base64

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 from providers.identifiers import OAUTH
 from services.crypto import DecryptionError
-from services.oauth.token_sets import refresh_by_of
+from services.set_expiry import refresh_by_of
 from services.sealed import open_set
 
 

@@ -28,8 +28,9 @@ from services.exceptions import (
 from services.masking import Secret
 from services.models import ConnectedService, ServiceStatus
 from services.oauth.clients import client_of
-from services.oauth.token_sets import refresh_by_of, token_set
+from services.oauth.token_sets import token_set
 from services.sealed import OpenedSet, open_set, seal_set
+from services.set_expiry import refresh_by_of
 from services.storage import queries
 from services.storage.connections import give_back_connections
 from services.storage.transactions import account_transaction

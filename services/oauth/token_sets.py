@@ -1,10 +1,9 @@
-"""The credential set of a token answer (the fields docs/oauth.md names), and when a set
-expires and is due for a refresh."""
+"""The credential set of a token answer (the fields docs/oauth.md names); when a set expires
+is services/set_expiry.py's."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from django.utils import timezone
 
@@ -40,31 +39,3 @@ def token_set(
     if answer.token_type:
         fields.append(("token_type", Secret(answer.token_type)))
     return OpenedSet(fields)
-
-
-def expiry_of(fields: Mapping[str, Secret]) -> datetime | None:
-    """A set's `expires_at`: RFC 3339 (as credvault stores it) or seconds since the epoch (as
-    some imported sets hold it); None when absent or unreadable."""
-    value = fields.get("expires_at")
-    if value is None:
-        return None
-    text = value.reveal().strip()
-    try:
-        if text.isdigit():
-            return datetime.fromtimestamp(int(text), tz=UTC)
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (ValueError, OverflowError):
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def refresh_by_of(fields: Mapping[str, Secret]) -> datetime | None:
-    """When a set is to be refreshed by: its expiry, where it holds a refresh token; None
-    when it is never refreshed ahead. The service row keeps it (`refresh_by`)."""
-    return expiry_of(fields) if "refresh_token" in fields else None
-
-
-def refresh_due(fields: Mapping[str, Secret], *, ahead: float) -> bool:
-    """Whether a set can be refreshed and expires within `ahead` seconds."""
-    refresh_by = refresh_by_of(fields)
-    return refresh_by is not None and refresh_by <= timezone.now() + timedelta(seconds=ahead)
