@@ -136,8 +136,8 @@ class CredvaultAutoSchema(AutoSchema):
                 str(status), {"description": PROBLEM_DESCRIPTIONS[status], "content": problem}
             )
         proxied = self.path.startswith(PROXY_PATH_PREFIX)
-        for status, response in responses.items():
-            response["headers"] = response_headers(int(status), proxied=proxied)
+        for code, response in responses.items():
+            response["headers"] = response_headers(int(code), proxied=proxied)
         return dict(sorted(responses.items()))
 
 
