@@ -75,11 +75,7 @@ PROBLEM_DESCRIPTIONS = {
     "(upstream_timeout).",
 }
 
-# What any operation can answer, whatever it does: a Host the server does not serve or a
-# malformed message, a missing or refused token, a token of the other kind, a method the path
-# does not allow, a body that does not arrive in time, a chunked body the server cannot read
-# whole, a request line or headers over the limits, the rate limit, a failure, the database
-# down.
+# What any operation can answer, whatever it does (PROBLEM_DESCRIPTIONS says when).
 EVERY_OPERATION = (400, 401, 403, 405, 408, 411, 414, 429, 431, 500, 503)
 # Answered before Django, so without a request id: by the WSGI wrapper (408, 411, and 400
 # for a malformed body) or by gunicorn itself (414, 431, 400 for a malformed message).
