@@ -90,8 +90,9 @@ BODY_RULE = (
 
 
 class CredvaultAutoSchema(AutoSchema):
-    """drf-spectacular's schema, which also states a nested list's length bounds
-    (`Serializer(many=True, min_length=..., max_length=...)`) as the strict reader checks them,
+    """drf-spectacular's schema, which also states that an object takes exactly its properties
+    and a nested list's length bounds (`Serializer(many=True, min_length=..., max_length=...)`)
+    as the strict reader checks them,
     the size and syntax rules of every request body, the problems an operation can answer
     and the headers of every response: no view repeats them, none can forget one."""
 
@@ -105,6 +106,12 @@ class CredvaultAutoSchema(AutoSchema):
             if high is not None:
                 schema["maxItems"] = high
         return schema
+
+    def _map_basic_serializer(self, serializer, direction):
+        # Exactly its properties, as the strict reader takes (any other member is 400).
+        return super()._map_basic_serializer(serializer, direction) | {
+            "additionalProperties": False
+        }
 
     def _get_request_body(self, direction="request"):
         body = super()._get_request_body(direction)
@@ -135,24 +142,6 @@ class CredvaultAutoSchema(AutoSchema):
         for code, response in responses.items():
             response["headers"] = response_headers(int(code), proxied=proxied)
         return dict(sorted(responses.items()))
-
-
-def close_objects(result: dict, generator, request, public) -> dict:
-    """drf-spectacular postprocessing: every object schema takes exactly its properties, as
-    the strict reader does (a body with any other member is 400)."""
-
-    def close(node: object) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "object" and "properties" in node:
-                node.setdefault("additionalProperties", False)
-            for value in node.values():
-                close(value)
-        elif isinstance(node, list):
-            for value in node:
-                close(value)
-
-    close(result.get("components", {}).get("schemas", {}))
-    return result
 
 
 def _header(description: str, *, required: bool = True) -> dict:
