@@ -7,6 +7,8 @@ this module's, when they are imported.) A view declares its success responses, a
 
 from __future__ import annotations
 
+from copy import deepcopy
+
 from drf_spectacular.extensions import (
     OpenApiAuthenticationExtension,
     OpenApiSerializerFieldExtension,
@@ -90,11 +92,11 @@ BODY_RULE = (
 
 
 class CredvaultAutoSchema(AutoSchema):
-    """drf-spectacular's schema, which also states that an object takes exactly its properties
-    and a nested list's length bounds (`Serializer(many=True, min_length=..., max_length=...)`)
-    as the strict reader checks them,
-    the size and syntax rules of every request body, the problems an operation can answer
-    and the headers of every response: no view repeats them, none can forget one."""
+    """drf-spectacular's schema, which also states, as the strict reader checks them, that an
+    object takes exactly its properties and a nested list's length bounds
+    (`Serializer(many=True, min_length=..., max_length=...)`); the size and syntax rules of
+    every request body; the problems an operation can answer and every response's headers: no
+    view repeats them, none can forget one."""
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
@@ -136,7 +138,8 @@ class CredvaultAutoSchema(AutoSchema):
         }
         for status in self.problem_statuses():
             responses.setdefault(
-                str(status), {"description": PROBLEM_DESCRIPTIONS[status], "content": problem}
+                str(status),
+                {"description": PROBLEM_DESCRIPTIONS[status], "content": deepcopy(problem)},
             )
         proxied = self.path.startswith(PROXY_PATH_PREFIX)
         for code, response in responses.items():
@@ -192,7 +195,8 @@ def response_headers(status: int, *, proxied: bool = False) -> dict[str, dict]:
         headers["X-Credvault-Request-Id"] = _header(REQUEST_ID, required=has_id)
     elif status not in BEFORE_DJANGO:
         headers["X-Request-ID"] = _header(REQUEST_ID, required=has_id)
-    return headers | STATUS_HEADERS.get(status, {})
+    # Copies: no two places in the document share one object.
+    return deepcopy(headers | STATUS_HEADERS.get(status, {}))
 
 
 def path_identifier(name: str, description: str, example: str) -> OpenApiParameter:
