@@ -216,11 +216,6 @@ SPECTACULAR_SETTINGS = {
         {"name": "audit", "description": "The account's audit trail."},
         {"name": "oauth", "description": "OAuth clients and connecting a provider in a browser."},
     ],
-    "POSTPROCESSING_HOOKS": [
-        "services.api.schema.complete_responses",
-        "drf_spectacular.hooks.postprocess_schema_enums",
-        "services.api.schema.close_objects",
-    ],
 }
 
 # --- logging --------------------------------------------------------------------------------

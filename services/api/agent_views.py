@@ -14,7 +14,7 @@ from services.api.base import AccountAPIView, AuditedAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import parse_grants, read_json_body, read_shape
 from services.api.rendering import render, render_many
-from services.api.schema import AGENT_EXAMPLES, TOKEN_EXAMPLES, path_identifier, problems
+from services.api.schema import AGENT_EXAMPLES, TOKEN_EXAMPLES, path_identifier
 from services.api.serializers import (
     AgentCredentialsSerializer,
     AgentInputSerializer,
@@ -62,7 +62,6 @@ class AgentView(AccountAPIView):
         responses={
             200: OpenApiResponse(AgentSerializer, description="Grants replaced."),
             201: OpenApiResponse(AgentSerializer, description="Agent created."),
-            **problems(404, 413, 415),
         },
         parameters=[NAME_PARAMETER],
     )
@@ -76,7 +75,7 @@ class AgentView(AccountAPIView):
         summary="Delete an agent",
         tags=["agents"],
         description="Its grants go with it and its tokens are refused from the next request.",
-        responses={204: OpenApiResponse(description="Deleted."), **problems(404)},
+        responses={204: OpenApiResponse(description="Deleted.")},
         parameters=[NAME_PARAMETER],
     )
     def delete(self, request: ApiRequest, name: str) -> Response:
@@ -93,7 +92,7 @@ class AgentTokenView(AccountAPIView):
         summary="List an agent's tokens",
         tags=["agent-tokens"],
         description="Prefixes and dates only: never a token or its digest.",
-        responses={200: AgentTokenInfoSerializer(many=True), **problems(404)},
+        responses={200: AgentTokenInfoSerializer(many=True)},
         parameters=[NAME_PARAMETER],
     )
     def get(self, request: ApiRequest, name: str) -> Response:
@@ -109,7 +108,6 @@ class AgentTokenView(AccountAPIView):
         examples=TOKEN_EXAMPLES,
         responses={
             201: AgentTokenSerializer,
-            **problems(404, 413, 415),
         },
         parameters=[NAME_PARAMETER],
     )
@@ -133,7 +131,7 @@ class AgentTokenRevokeView(AccountAPIView):
         tags=["agent-tokens"],
         description="The token is refused from its next request. Revoking a revoked token "
         "changes nothing. Unknown prefix: 404 token_not_found.",
-        responses={204: OpenApiResponse(description="Revoked."), **problems(404)},
+        responses={204: OpenApiResponse(description="Revoked.")},
         parameters=[
             NAME_PARAMETER,
             OpenApiParameter(
@@ -152,6 +150,7 @@ class AgentCredentialsView(AuditedAPIView):
     authentication_classes = [AgentTokenAuthentication]
     http_method_names = ["get", "head"]
     operations = {"get": Operation.READ_CREDENTIALS}
+    problems = (409,)
 
     @extend_schema(
         operation_id="agent_read_credentials",
@@ -160,7 +159,7 @@ class AgentCredentialsView(AuditedAPIView):
         description="One complete stored set, read in one statement: never a mix of two "
         "stores. 403 not_granted without a grant, read_not_granted with a grant for brokered "
         "calls only (access proxy); 404 service_not_connected with a grant but nothing stored.",
-        responses={200: AgentCredentialsSerializer, **problems(404, 409)},
+        responses={200: AgentCredentialsSerializer},
         parameters=[path_identifier("service", "A granted service.", "github")],
     )
     def get(self, request: ApiRequest, service: str) -> Response:

@@ -19,7 +19,6 @@ from services.api.schema import (
     CONNECT_EXAMPLES,
     OAUTH_CLIENT_EXAMPLES,
     path_identifier,
-    problems,
 )
 from services.api.serializers import (
     ConnectInputSerializer,
@@ -83,7 +82,6 @@ class OAuthClientView(AccountAPIView):
         responses={
             200: OpenApiResponse(OAuthClientSerializer, description="Replaced."),
             201: OpenApiResponse(OAuthClientSerializer, description="Stored."),
-            **problems(404, 413, 415),
         },
     )
     def put(self, request: ApiRequest, provider: str) -> Response:
@@ -101,7 +99,7 @@ class OAuthClientView(AccountAPIView):
         summary="Remove the account's OAuth client of a provider",
         tags=["oauth"],
         parameters=[PROVIDER_PARAMETER],
-        responses={204: OpenApiResponse(description="Removed."), **problems(404)},
+        responses={204: OpenApiResponse(description="Removed.")},
     )
     def delete(self, request: ApiRequest, provider: str) -> Response:
         delete_client(actor=request.context.actor, provider=provider)
@@ -127,7 +125,7 @@ class ConnectView(AccountAPIView):
         parameters=[PROVIDER_PARAMETER],
         request=ConnectInputSerializer,
         examples=CONNECT_EXAMPLES,
-        responses={201: ConnectSerializer, **problems(404, 413, 415)},
+        responses={201: ConnectSerializer},
     )
     def post(self, request: ApiRequest, provider: str) -> Response:
         scopes, service = read_connect_options(request)

@@ -22,7 +22,7 @@ from services.api.authentication import AgentTokenAuthentication, path_token
 from services.api.base import AuditedAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import body_at_most
-from services.api.schema import path_identifier, problems
+from services.api.schema import path_identifier
 from services.api.throttling import ProxyRateThrottle
 from services.api.wsgi import PROXY_PATH_PREFIX, body_limit
 from services.audit import Operation
@@ -150,7 +150,6 @@ def _documented(method: str):
             (200, "*/*"): OpenApiResponse(
                 description="The provider's answer, whatever its status."
             ),
-            **problems(400, 404, 409, 413, 502, 504),
         },
         parameters=[
             path_identifier(
@@ -183,6 +182,7 @@ class ProxyView(AuditedAPIView):
     throttle_classes = [ProxyRateThrottle]
     http_method_names = list(METHODS)
     operations = dict.fromkeys(METHODS, Operation.PROXY_CALL)
+    problems = (409, 413, 502, 504)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # The method and path go into the event of every refusal, a revoked token's included.

@@ -1,22 +1,20 @@
-"""OpenAPI pieces shared by the views: the bearer schemes, the problem responses, the
-postprocessing that completes every operation from one place. (The views that serve the
-document are in `services/api/docs.py`: drf-spectacular's views read DEFAULT_SCHEMA_CLASS,
-this module's, when they are imported.)
-
-The views declare what is theirs: the success responses and the problems of their own
-(404, 409, 413, 415, 422). `complete_responses` adds the problems every operation can answer
-(`EVERY_OPERATION`) and the headers of every response (`response_headers`), so that no view
-repeats them and none can forget one.
+"""The OpenAPI document's pieces beyond the serializers: the schema class, which adds the
+problems and headers of every operation, the bearer schemes, shared parameters and examples.
+(The document's views are in `docs.py`: drf-spectacular's views read DEFAULT_SCHEMA_CLASS,
+this module's, when they are imported.) A view declares its success responses, and in
+`problems` the statuses of its own that neither its path nor its body implies.
 """
 
 from __future__ import annotations
+
+from copy import deepcopy
 
 from drf_spectacular.extensions import (
     OpenApiAuthenticationExtension,
     OpenApiSerializerFieldExtension,
 )
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 from rest_framework.serializers import ListSerializer
 
 from providers.identifiers import NORMALIZATION_RULE, SERVICE_RULE
@@ -24,7 +22,6 @@ from services.api.serializers import ProblemSerializer
 from services.api.wsgi import MAX_BODY_BYTES, PROXY_PATH_PREFIX
 
 PROBLEM_JSON = "application/problem+json"
-PROBLEM_REF = "#/components/schemas/Problem"
 BODY_LIMIT = f"{MAX_BODY_BYTES // 1024} KiB"
 
 PROBLEM_DESCRIPTIONS = {
@@ -80,16 +77,11 @@ PROBLEM_DESCRIPTIONS = {
     "(upstream_timeout).",
 }
 
-# What any operation can answer, whatever it does: a Host the server does not serve or a
-# malformed message, a missing or refused token, a token of the other kind, a method the path
-# does not allow, a body that does not arrive in time, a chunked body the server cannot read
-# whole, a request line or headers over the limits, the rate limit, a failure, the database
-# down.
+# What any operation can answer, whatever it does (PROBLEM_DESCRIPTIONS says when).
 EVERY_OPERATION = (400, 401, 403, 405, 408, 411, 414, 429, 431, 500, 503)
 # Answered before Django, so without a request id: by the WSGI wrapper (408, 411, and 400
 # for a malformed body) or by gunicorn itself (414, 431, 400 for a malformed message).
 BEFORE_DJANGO = {408, 411, 414, 431}
-OPERATION_METHODS = {"get", "put", "post", "patch", "delete"}
 
 BODY_RULE = (
     f"UTF-8 JSON (`application/json`; another media type or charset is 415) of at most "
@@ -100,9 +92,11 @@ BODY_RULE = (
 
 
 class CredvaultAutoSchema(AutoSchema):
-    """drf-spectacular's schema, which also states a nested list's length bounds
-    (`Serializer(many=True, min_length=..., max_length=...)`), as the strict reader checks them
-    (`parsing.shape_errors`), and the size and syntax rules of every request body."""
+    """drf-spectacular's schema, which also states, as the strict reader checks them, that an
+    object takes exactly its properties and a nested list's length bounds
+    (`Serializer(many=True, min_length=..., max_length=...)`); the size and syntax rules of
+    every request body; the problems an operation can answer and every response's headers: no
+    view repeats them, none can forget one."""
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
@@ -115,102 +109,94 @@ class CredvaultAutoSchema(AutoSchema):
                 schema["maxItems"] = high
         return schema
 
+    def _map_basic_serializer(self, serializer, direction):
+        # Exactly its properties, as the strict reader takes (any other member is 400).
+        return super()._map_basic_serializer(serializer, direction) | {
+            "additionalProperties": False
+        }
+
     def _get_request_body(self, direction="request"):
         body = super()._get_request_body(direction)
         if body is not None:
             body["description"] = BODY_RULE
         return body
 
+    def problem_statuses(self) -> set[int]:
+        """EVERY_OPERATION's, 404 with a path parameter, 413 and 415 with a body, and the
+        view's own (`problems`)."""
+        statuses = {*EVERY_OPERATION, *getattr(self.view, "problems", ())}
+        if "{" in self.path:
+            statuses.add(404)
+        if self.method in {"PUT", "POST", "PATCH"} and self.get_request_serializer():
+            statuses |= {413, 415}
+        return statuses
 
-def close_objects(result: dict, generator, request, public) -> dict:
-    """drf-spectacular postprocessing: every object schema takes exactly its properties, as
-    the strict reader does (a body with any other member is 400)."""
-
-    def close(node: object) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "object" and "properties" in node:
-                node.setdefault("additionalProperties", False)
-            for value in node.values():
-                close(value)
-        elif isinstance(node, list):
-            for value in node:
-                close(value)
-
-    close(result.get("components", {}).get("schemas", {}))
-    return result
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        problem = {
+            PROBLEM_JSON: {"schema": self.resolve_serializer(ProblemSerializer, direction).ref}
+        }
+        for status in self.problem_statuses():
+            responses.setdefault(
+                str(status),
+                {"description": PROBLEM_DESCRIPTIONS[status], "content": deepcopy(problem)},
+            )
+        proxied = self.path.startswith(PROXY_PATH_PREFIX)
+        for code, response in responses.items():
+            response["headers"] = response_headers(int(code), proxied=proxied)
+        return dict(sorted(responses.items()))
 
 
 def _header(description: str, *, required: bool = True) -> dict:
     return {"schema": {"type": "string"}, "description": description, "required": required}
 
 
-def response_headers(status: int, *, proxied: bool = False) -> dict[str, dict]:
-    """The headers of every response of this status, as the server sends them. A brokered
-    call's (`proxied`) may be the provider's answer, which keeps the provider's own
-    X-Request-ID (if it sent one) and carries credvault's id in X-Credvault-Request-Id."""
-    headers = {"Cache-Control": _header("Always no-store.")}
-    if proxied:
-        headers["X-Request-ID"] = _header(
-            "credvault's id on credvault's own answers; the provider's own, if it sent one, "
-            "on the provider's answers.",
-            required=False,
-        )
-        headers["X-Credvault-Request-Id"] = _header(
-            "The request's id, as in the access log.",
-            required=status not in BEFORE_DJANGO and status != 400,
-        )
-        headers["X-Credvault-Error"] = _header(
-            "The problem's code, on credvault's own answers (a refusal, a timeout); absent "
-            "from the provider's.",
-            required=False,
-        )
-    elif status not in BEFORE_DJANGO:
-        headers["X-Request-ID"] = _header(
-            "The request's id, as in the access log.", required=status != 400
-        )
-    if status == 401:
-        headers["WWW-Authenticate"] = _header(
+REQUEST_ID = "The request's id, as in the access log."
+# The headers of the answers of one status, beside Cache-Control and the request id.
+STATUS_HEADERS = {
+    401: {
+        "WWW-Authenticate": _header(
             'Bearer realm="credvault", with error="invalid_token" for a refused token.'
         )
-    if status == 403:
-        headers["WWW-Authenticate"] = _header(
+    },
+    403: {
+        "WWW-Authenticate": _header(
             'Bearer realm="credvault", error="insufficient_scope", for a token of the other '
             "kind (not with not_granted).",
             required=False,
         )
-    if status == 405:
-        headers["Allow"] = _header("The methods this path allows.")
-    if status == 429:
-        headers["Retry-After"] = _header("Seconds until the token may send again.")
-    return headers
+    },
+    405: {"Allow": _header("The methods this path allows.")},
+    429: {"Retry-After": _header("Seconds until the token may send again.")},
+}
+# On a brokered call's answer, which may be the provider's: it keeps the provider's own
+# X-Request-ID (if it sent one) and carries credvault's id in X-Credvault-Request-Id.
+PROXIED_HEADERS = {
+    "X-Request-ID": _header(
+        "credvault's id on credvault's own answers; the provider's own, if it sent one, on the "
+        "provider's answers.",
+        required=False,
+    ),
+    "X-Credvault-Error": _header(
+        "The problem's code, on credvault's own answers (a refusal, a timeout); absent from "
+        "the provider's.",
+        required=False,
+    ),
+}
 
 
-def complete_responses(result: dict, generator, request, public) -> dict:
-    """drf-spectacular postprocessing: every operation lists the problems of EVERY_OPERATION,
-    and every response its headers."""
-    if "Problem" not in result.get("components", {}).get("schemas", {}):
-        raise RuntimeError("no view declares a problem response: the Problem schema is missing")
-    for route, item in result["paths"].items():
-        proxied = route.startswith(PROXY_PATH_PREFIX)
-        for method, operation in item.items():
-            if method not in OPERATION_METHODS:
-                continue
-            responses = operation["responses"]
-            for status in EVERY_OPERATION:
-                responses.setdefault(
-                    str(status),
-                    {
-                        "description": PROBLEM_DESCRIPTIONS[status],
-                        "content": {PROBLEM_JSON: {"schema": {"$ref": PROBLEM_REF}}},
-                    },
-                )
-            for status, response in responses.items():
-                response["headers"] = {
-                    **response.get("headers", {}),
-                    **response_headers(int(status), proxied=proxied),
-                }
-            operation["responses"] = dict(sorted(responses.items()))
-    return result
+def response_headers(status: int, *, proxied: bool = False) -> dict[str, dict]:
+    """The headers of every response of this status, as the server sends them (the request
+    id is sent from Django on, but not with a 400 of a malformed message)."""
+    headers = {"Cache-Control": _header("Always no-store.")}
+    has_id = status not in BEFORE_DJANGO and status != 400
+    if proxied:
+        headers |= PROXIED_HEADERS
+        headers["X-Credvault-Request-Id"] = _header(REQUEST_ID, required=has_id)
+    elif status not in BEFORE_DJANGO:
+        headers["X-Request-ID"] = _header(REQUEST_ID, required=has_id)
+    # Copies: no two places in the document share one object.
+    return deepcopy(headers | STATUS_HEADERS.get(status, {}))
 
 
 def path_identifier(name: str, description: str, example: str) -> OpenApiParameter:
@@ -224,16 +210,6 @@ def path_identifier(name: str, description: str, example: str) -> OpenApiParamet
         "Anything else is 400.",
         examples=[OpenApiExample(example, value=example)],
     )
-
-
-def problems(*statuses: int) -> dict:
-    """The problem responses of an operation's own (EVERY_OPERATION is added to all)."""
-    return {
-        (status, PROBLEM_JSON): OpenApiResponse(
-            ProblemSerializer, description=PROBLEM_DESCRIPTIONS[status]
-        )
-        for status in statuses
-    }
 
 
 class GrantEntryFieldSchema(OpenApiSerializerFieldExtension):
@@ -251,94 +227,78 @@ class GrantEntryFieldSchema(OpenApiSerializerFieldExtension):
 class AccountTokenScheme(OpenApiAuthenticationExtension):
     target_class = "services.api.authentication.AccountTokenAuthentication"
     name = "accountToken"
+    description = "An account API token: `.venv/bin/python manage.py issue_token ACCOUNT`."
+    bearer_format = "cvt_ followed by 46 base62 characters"
 
     def get_security_definition(self, auto_schema):
         return {
             "type": "http",
             "scheme": "bearer",
-            "bearerFormat": "cvt_ followed by 46 base62 characters",
-            "description": "An account API token: `python manage.py issue_token ACCOUNT`.",
+            "bearerFormat": self.bearer_format,
+            "description": self.description,
         }
 
 
-class AgentTokenScheme(OpenApiAuthenticationExtension):
+class AgentTokenScheme(AccountTokenScheme):
     target_class = "services.api.authentication.AgentTokenAuthentication"
     name = "agentToken"
-
-    def get_security_definition(self, auto_schema):
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "bearerFormat": "cva_ followed by 46 base62 characters",
-            "description": "An agent token: POST /api/v1/agents/{name}/tokens. The agent API "
-            "also reads it from `Authorization: token ...`, from `Authorization: Basic` (as the "
-            "user or the password, whatever the other part is: it is dropped) and, on a "
-            "brokered call, from the header of the service's credential placement "
-            "(`x-api-key`, `PRIVATE-TOKEN`), "
-            "so that a provider's SDK works unchanged; two different tokens are 400 "
-            "ambiguous_credentials.",
-        }
+    bearer_format = "cva_ followed by 46 base62 characters"
+    description = (
+        "An agent token: POST /api/v1/agents/{name}/tokens. The agent API also reads it from "
+        "`Authorization: token ...`, from `Authorization: Basic` (as the user or the password, "
+        "whatever the other part is: it is dropped) and, on a brokered call, from the header of "
+        "the service's credential placement (`x-api-key`, `PRIVATE-TOKEN`), so that a "
+        "provider's SDK works unchanged; two different tokens are 400 ambiguous_credentials."
+    )
 
 
-CREDENTIAL_EXAMPLES = [
-    OpenApiExample(
-        "An API key",
-        value={"service": "github", "credentials": [{"keyName": "api_key", "value": "ghp_x"}]},
-        request_only=True,
-    ),
-    OpenApiExample(
-        "A service as typed (normalized to github)",
-        value={"service": " GitHub ", "credentials": [{"keyName": "api_key", "value": "ghp_y"}]},
-        request_only=True,
-    ),
-    OpenApiExample(
-        "OAuth tokens",
-        value={
+def request_examples(named: dict[str, object]) -> list[OpenApiExample]:
+    """Examples of a request body, by name."""
+    return [OpenApiExample(name, value=value, request_only=True) for name, value in named.items()]
+
+
+CREDENTIAL_EXAMPLES = request_examples(
+    {
+        "An API key": {
+            "service": "github",
+            "credentials": [{"keyName": "api_key", "value": "ghp_x"}],
+        },
+        "A service as typed (normalized to github)": {
+            "service": " GitHub ",
+            "credentials": [{"keyName": "api_key", "value": "ghp_y"}],
+        },
+        "OAuth tokens": {
             "service": "slack",
             "credentials": [
                 {"keyName": "access_token", "value": "xoxp-1"},
                 {"keyName": "refresh_token", "value": "xoxe-1"},
             ],
         },
-        request_only=True,
-    ),
-    OpenApiExample(
-        "A service outside the catalog",
-        value={
+        "A service outside the catalog": {
             "service": "my-internal-api",
             "credentials": [
                 {"keyName": "client_id", "value": "id-1"},
                 {"keyName": "client_secret", "value": "secret-1"},
             ],
         },
-        request_only=True,
-    ),
-]
-
-AGENT_EXAMPLES = [
-    OpenApiExample(
-        "Grant two services", value={"services": ["github", "slack"]}, request_only=True
-    ),
-]
-
-OAUTH_CLIENT_EXAMPLES = [
-    OpenApiExample(
-        "A GitHub OAuth app",
-        value={"clientId": "Iv1.0123456789abcdef", "clientSecret": "0123456789abcdef0123"},
-        request_only=True,
-    ),
-]
-
-CONNECT_EXAMPLES = [
-    OpenApiExample("The catalog's scopes", value={}, request_only=True),
-    OpenApiExample(
-        "Chosen scopes, stored as another service",
-        value={"scopes": ["read:user", "repo"], "service": "github-work"},
-        request_only=True,
-    ),
-]
-
-TOKEN_EXAMPLES = [
-    OpenApiExample("Expiring in 30 days", value={"expiresInDays": 30}, request_only=True),
-    OpenApiExample("No expiry", value={}, request_only=True),
-]
+    }
+)
+AGENT_EXAMPLES = request_examples({"Grant two services": {"services": ["github", "slack"]}})
+OAUTH_CLIENT_EXAMPLES = request_examples(
+    {
+        "A GitHub OAuth app": {
+            "clientId": "Iv1.0123456789abcdef",
+            "clientSecret": "0123456789abcdef0123",
+        }
+    }
+)
+CONNECT_EXAMPLES = request_examples(
+    {
+        "The catalog's scopes": {},
+        "Chosen scopes, stored as another service": {
+            "scopes": ["read:user", "repo"],
+            "service": "github-work",
+        },
+    }
+)
+TOKEN_EXAMPLES = request_examples({"Expiring in 30 days": {"expiresInDays": 30}, "No expiry": {}})

@@ -1,16 +1,9 @@
-"""The shapes of the API's bodies: one declaration each, read three times.
-
-drf-spectacular reads these classes to write the OpenAPI document; `parsing` compiles the
-input ones into a strict check of a body (exact members, JSON types, lengths, patterns,
-bounds), which the REST framework's own validation cannot do (it coerces types and trims
-strings); `rendering` compiles the output ones into the builder of a response body from the
-domain's objects (each field's `source`, or a `show_<name>` of its serializer).
-
-The document describes the input the server accepts, not the form it normalizes it to: a
-service identifier is any text that normalizes to one, so it has no pattern there. Every
-limit comes from the constants below or from the module that owns it; the closed sets
-(problem codes, field error codes, audit actions, reasons) come from their one definition.
-A docstring of a class here is the description of its component in the document.
+"""The shapes of the API's bodies, one declaration each: drf-spectacular writes the OpenAPI
+document from them, `parsing` compiles the input ones into a strict reader (exact members, JSON
+types, lengths, patterns: DRF's own validation coerces and trims), `rendering` the output ones
+into response builders (a field's `source`, or a serializer's `show_<name>`). A serializer's
+docstring is its component's description. The document states the input as sent, not as
+normalized: a service identifier has no pattern there.
 """
 
 from __future__ import annotations
@@ -97,10 +90,8 @@ def _credentials_text() -> str:
 
 
 class ServiceIdentifierField(serializers.CharField):
-    """A service identifier or agent name as sent: any string, normalized by the business
-    rules (`providers.identifiers.normalize_service`), which refuse what cannot be normalized
-    with `invalid_service`. No maximum length: surrounding whitespace can make an accepted
-    identifier as long as the body allows."""
+    """A service identifier or agent name as sent, normalized (or refused) by the domain; no
+    maximum length, as surrounding whitespace may make an accepted one as long as the body."""
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("help_text", SERVICE_INPUT)
@@ -288,8 +279,7 @@ class GrantInputSerializer(serializers.Serializer):
 
 
 class GrantEntryField(serializers.Field):
-    """A grant as sent: a service identifier (the default grant) or a grant object. The
-    document states it as `oneOf` the two (`schema.GrantEntryFieldSchema`)."""
+    """A grant as sent: a service identifier or a grant object (`oneOf` in the document)."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -13,7 +13,7 @@ from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import read_credential_input
 from services.api.rendering import render, render_many
-from services.api.schema import CREDENTIAL_EXAMPLES, path_identifier, problems
+from services.api.schema import CREDENTIAL_EXAMPLES, path_identifier
 from services.api.serializers import (
     ConnectedServiceSerializer,
     CredentialInputSerializer,
@@ -57,7 +57,7 @@ class ServiceTestView(AccountAPIView):
         ),
         request=CredentialInputSerializer,
         examples=CREDENTIAL_EXAMPLES,
-        responses={200: VerificationResultSerializer, **problems(413, 415)},
+        responses={200: VerificationResultSerializer},
     )
     def post(self, request: ApiRequest) -> Response:
         given = read_credential_input(request)
@@ -87,6 +87,7 @@ class CredentialsView(AccountAPIView):
     http_method_names = ["put"]
     throttle_classes = [TokenRateThrottle, TestRateThrottle]
     operations = {"put": Operation.CONNECT_SERVICE}
+    problems = (409, 422)  # beyond those every body or path can answer (services.api.schema)
 
     def calls_provider(self, request: Request) -> bool:
         # Counted by the test operation's limit only when it asks the provider; a malformed
@@ -121,7 +122,6 @@ class CredentialsView(AccountAPIView):
         responses={
             200: OpenApiResponse(ConnectedServiceSerializer, description="Replaced."),
             201: OpenApiResponse(ConnectedServiceSerializer, description="Newly connected."),
-            **problems(409, 413, 415, 422),
         },
     )
     def put(self, request: ApiRequest) -> Response:
@@ -164,7 +164,7 @@ class ServiceCredentialsView(AccountAPIView):
         summary="Remove a service's credentials",
         tags=["services"],
         parameters=[path_identifier("service", "The service to remove.", "github")],
-        responses={204: OpenApiResponse(description="Removed."), **problems(404)},
+        responses={204: OpenApiResponse(description="Removed.")},
     )
     def delete(self, request: ApiRequest, service: str) -> Response:
         event = credentials.remove_service(actor=request.context.actor, service=service)

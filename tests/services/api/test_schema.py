@@ -222,6 +222,13 @@ class TestTheAcceptedInput:
             )
             assert problem["errors"][0]["field"] == field
 
+    def test_the_account_token_scheme_names_the_readmes_command(self, doc):
+        scheme = doc["components"]["securitySchemes"]["accountToken"]["description"]
+        command = re.search(r"`(\S*python manage\.py issue_token) \w+`", scheme)
+        assert command is not None
+        readme = (settings.BASE_DIR / "README.md").read_text()
+        assert f"`{command.group(1)} demo`" in readme
+
     def test_every_request_body_states_the_size_limit(self, doc):
         assert MAX_BODY_BYTES == 64 * 1024
         for path, method in BODY_OPERATIONS:
