@@ -18,14 +18,14 @@ class RateError(ValueError):
 
 
 class Rate(NamedTuple):
-    """`count` requests allowed in each window of `seconds`."""
+    """`requests` allowed in each window of `seconds`."""
 
-    count: int
+    requests: int
     seconds: int
 
 
 def parse_rate(rate: str) -> Rate:
-    """`600/min` -> Rate(count=600, seconds=60)."""
+    """`600/min` -> Rate(requests=600, seconds=60)."""
     match = _RATE.fullmatch(rate or "")
     if not match or int(match.group(1)) < 1:
         raise RateError(f"{rate!r} is not a rate such as 600/min")

@@ -144,8 +144,8 @@ def test_the_rates_load_typed():
         "CREDVAULT_PROXY_RATE_LIMIT",
     ]
     values = configuration.read({"CREDVAULT_PROXY_RATE_LIMIT": "5/hour"})
-    assert values["CREDVAULT_PROXY_RATE_LIMIT"] == Rate(count=5, seconds=3600)
-    assert values["CREDVAULT_RATE_LIMIT"] == Rate(count=600, seconds=60)
+    assert values["CREDVAULT_PROXY_RATE_LIMIT"] == Rate(requests=5, seconds=3600)
+    assert values["CREDVAULT_RATE_LIMIT"] == Rate(requests=600, seconds=60)
 
 
 def check_settings(**env: str) -> subprocess.CompletedProcess:
