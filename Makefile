@@ -15,8 +15,10 @@ export CREDVAULT_BIND
 
 .PHONY: run test test-all demo lint format setup env-file migrate clean fuzz openapi client-walk soak slow-clients bench
 
-# The address is checked first: a taken port stops here, before any token is printed.
+# The settings and the address are checked first: a bad value or a taken port stops here, in
+# one line, before any token is printed (gunicorn's own WEB_CONCURRENCY would be a traceback).
 run: setup
+	@$(PY) -m credvault.configuration --check
 	@$(PY) scripts/check_bind.py
 	@$(PYTHON) scripts/write_env.py --follow-bind .env
 	$(PY) manage.py migrate --no-input

@@ -3,11 +3,13 @@ default, what it accepts and a line saying what it does. credvault/settings.py a
 gunicorn.conf.py read the environment through `read`; the range checks (services/checks.py)
 and the table of docs/production.md (`python -m credvault.configuration --write`) come from
 here. A bad value is one line naming the setting and what it accepts, and exit status 2
-(`fail`). Standard library and django-environ only: gunicorn's master imports it."""
+(`fail`). Standard library, django-environ and credvault's pure parsers only: gunicorn's
+master imports it."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -19,6 +21,7 @@ from urllib.parse import urlsplit
 import environ
 
 from providers.http.destinations import parse_allowed_hosts
+from services.rates import parse_rate
 
 # The exit status of a process stopped by its configuration (a usage error, as argparse's).
 CONFIGURATION_EXIT_STATUS = 2
@@ -148,6 +151,7 @@ class Setting:
 
 
 _SIZE = Check(id="credvault.E019")
+_RATE = Check(id="credvault.E004")
 
 # In the order of docs/production.md's table.
 SETTINGS: tuple[Setting, ...] = (
@@ -253,17 +257,19 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "CREDVAULT_RATE_LIMIT",
-        text,
+        parse_rate,
         "600/min",
         "a rate such as 600/min",
         "per token, all account operations (`N/s`, `N/min`, `N/hour`, `N/day`)",
+        check=_RATE,
     ),
     Setting(
         "CREDVAULT_TEST_RATE_LIMIT",
-        text,
+        parse_rate,
         "30/min",
         "a rate such as 30/min",
         "per token, the test operation",
+        check=_RATE,
     ),
     Setting(
         "CREDVAULT_EXTRA_CATALOG",
@@ -318,10 +324,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "CREDVAULT_PROXY_RATE_LIMIT",
-        text,
+        parse_rate,
         "600/min",
         "a rate such as 600/min",
         "per agent token, brokered calls and requests to the MCP server together",
+        check=_RATE,
     ),
     Setting(
         "CREDVAULT_MCP_MAX_RESULT",
@@ -654,10 +661,14 @@ def with_types(module: str) -> str:
 
 def main(argv: list[str]) -> int:
     """Print the table, or rewrite it in docs/production.md and the settings' types in
-    credvault/settings.py with `--write`."""
-    if argv not in ([], ["--write"]):
-        print("usage: python -m credvault.configuration [--write]", file=sys.stderr)
+    credvault/settings.py with `--write`; `--check` checks the environment's settings (and its
+    settings file's) before gunicorn starts, whose own WEB_CONCURRENCY would be a traceback."""
+    if argv not in ([], ["--write"], ["--check"]):
+        print("usage: python -m credvault.configuration [--write | --check]", file=sys.stderr)
         return CONFIGURATION_EXIT_STATUS
+    if argv == ["--check"]:
+        check_environment(os.environ)
+        return 0
     if not argv:
         sys.stdout.write(render_table())
         return 0

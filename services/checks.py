@@ -26,7 +26,6 @@ from providers.oauth import OAuthUrlError, parse_oauth_urls
 from services.checkpoints import audit_keys
 from services.crypto import KeyRing, KeyRingError, key_ring
 from services.management.base import manage_command
-from services.rates import RateError, parse_rate
 from services.sealed import outside_ring
 
 # The checks of settings' values alone (no database): manage.py runs them before any command.
@@ -176,11 +175,6 @@ def check_oauth_settings(app_configs, **kwargs):
 @register(SETTINGS_TAG)
 def check_limits(app_configs, **kwargs):
     errors = []
-    for name in ("CREDVAULT_RATE_LIMIT", "CREDVAULT_TEST_RATE_LIMIT", "CREDVAULT_PROXY_RATE_LIMIT"):
-        try:
-            parse_rate(getattr(settings, name))
-        except RateError as exc:
-            errors.append(Error(f"{name}: {exc}.", id="credvault.E004"))
     try:
         parse_allowed_hosts(settings.CREDVAULT_OUTBOUND_ALLOWED_HOSTS)
     except ValueError as exc:

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from services import checkpoints
 from services.accounts import create_account, issue_token
+from services.rates import parse_rate
 from tests.support.harness import listening
 from tests.support.helpers import PUBLIC_URL, Api
 from tests.support.stand_ins import OAuthServer, ProviderServer
@@ -71,8 +72,8 @@ def _test_settings(settings) -> Iterator[None]:
     checkpoints._clocks.clear()
     settings.CREDVAULT_PROVIDER_BASE_URLS = "{}"
     settings.CREDVAULT_VERIFY_TIMEOUT = 2.0
-    settings.CREDVAULT_RATE_LIMIT = "600/min"
-    settings.CREDVAULT_TEST_RATE_LIMIT = "30/min"
+    settings.CREDVAULT_RATE_LIMIT = parse_rate("600/min")
+    settings.CREDVAULT_TEST_RATE_LIMIT = parse_rate("30/min")
     settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT = 100
     cache.clear()
     yield

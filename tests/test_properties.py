@@ -18,6 +18,7 @@ from services.crypto import DecryptionError, KeyRing, Place
 from services.exceptions import MalformedJSON, ProblemError
 from services.masking import Secret
 from services.models import AuditAction, AuditEvent, AuditOutcome
+from services.rates import parse_rate
 from services.storage.dialects import SQLite
 from services.times import rfc3339
 from tests.support.helpers import Api
@@ -107,7 +108,7 @@ def test_duplicate_member_names_are_always_refused(name, first, second):
 )
 @given(raw=st.binary(max_size=300) | st.builds(lambda d: json.dumps(d).encode(), json_values))
 def test_the_api_never_answers_500_to_any_body(alice_api: Api, settings, raw):
-    settings.CREDVAULT_RATE_LIMIT = settings.CREDVAULT_TEST_RATE_LIMIT = "1000000/min"
+    settings.CREDVAULT_RATE_LIMIT = settings.CREDVAULT_TEST_RATE_LIMIT = parse_rate("1000000/min")
     for method, path in (
         ("PUT", "/api/v1/services/credentials"),
         ("POST", "/api/v1/services/test"),

@@ -2,7 +2,8 @@
 
 Fixed windows counted with the cache's atomic `add` and `incr`, so that the count is shared by
 every worker and host using the same cache (Redis); with the default local-memory cache each
-worker counts alone. A rate's format is services/rates.py's.
+worker counts alone. Each throttle reads its rate setting, typed as it loaded
+(services/rates.py).
 """
 
 from __future__ import annotations
@@ -14,23 +15,25 @@ from django.conf import settings
 from django.core.cache import cache
 from rest_framework.throttling import BaseThrottle
 
-from services.rates import parse_rate
+from services.rates import Rate
 
 
 class TokenRateThrottle(BaseThrottle):
     """Counts the requests of one token in the current window of the rate."""
 
     scope = "api"
-    setting = "CREDVAULT_RATE_LIMIT"
 
     def __init__(self) -> None:
         self._wait = 0.0
+
+    def rate(self) -> Rate:
+        return settings.CREDVAULT_RATE_LIMIT
 
     def allow_request(self, request, view) -> bool:
         principal = request.user
         if principal is None:
             return True
-        limit, period = parse_rate(getattr(settings, self.setting))
+        limit, period = self.rate()
         now = time.time()
         window = int(now // period)
         # The display prefix: unique across both kinds of token, whose ids are not.
@@ -55,7 +58,9 @@ class TestRateThrottle(TokenRateThrottle):
 
     __test__ = False  # not a pytest test class
     scope = "test"
-    setting = "CREDVAULT_TEST_RATE_LIMIT"
+
+    def rate(self) -> Rate:
+        return settings.CREDVAULT_TEST_RATE_LIMIT
 
     def allow_request(self, request, view) -> bool:
         calls_provider = getattr(view, "calls_provider", None)
@@ -68,4 +73,6 @@ class ProxyRateThrottle(TokenRateThrottle):
     """Brokered calls, per agent token."""
 
     scope = "proxy"
-    setting = "CREDVAULT_PROXY_RATE_LIMIT"
+
+    def rate(self) -> Rate:
+        return settings.CREDVAULT_PROXY_RATE_LIMIT

@@ -31,7 +31,7 @@ INSTALLED_COMMAND = "credvault-manage"
 def manage_command() -> str:
     """How an operator runs a management command here, for the errors and hints that name one:
     `python manage.py` in a checkout, else `credvault-manage`, the production wrapper (it runs
-    the venv's `django-admin`, whose name the operator never typed)."""
+    `python -m credvault.manage`, whose name the operator never typed)."""
     return "python manage.py" if CHECKOUT else INSTALLED_COMMAND
 
 
@@ -52,7 +52,8 @@ class OneLineParser(CommandParser):
 
 class CredvaultCommand(BaseCommand):
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
-        if not CHECKOUT and os.path.basename(prog_name) == "django-admin":
+        # Installed, the program is django-admin or credvault/manage.py (credvault-manage's).
+        if not CHECKOUT and os.path.basename(prog_name) in ("django-admin", "manage.py"):
             prog_name = INSTALLED_COMMAND
         parser = super().create_parser(prog_name, subcommand, **kwargs)
         # Django builds a CommandParser itself, with its own options; the subclass only changes

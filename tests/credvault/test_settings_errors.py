@@ -1,6 +1,8 @@
 """A bad setting is one line naming the setting and what it accepts, and exit status 2, never a
-traceback: from `manage.py`, from gunicorn's master before it forks, from `make run`'s check of
-CREDVAULT_BIND. The table of docs/production.md is the declaration's."""
+traceback: from `manage.py` and credvault-manage's `python -m credvault.manage`, from the check
+that `make run` and the systemd unit run before gunicorn, from gunicorn's master before it
+forks, from `make run`'s check of CREDVAULT_BIND. The table of docs/production.md is the
+declaration's."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import sys
 import pytest
 
 from credvault import configuration
+from services.rates import Rate, parse_rate
 from tests.support.harness import BASE_DIR
 from tests.support.helpers import manage
 
@@ -129,3 +132,89 @@ def test_a_number_set_empty_takes_its_default():
     values = configuration.read({"CREDVAULT_PROXY_MAX_BODY": " ", "WEB_CONCURRENCY": ""})
     assert values["CREDVAULT_PROXY_MAX_BODY"] == 1024 * 1024
     assert values["WEB_CONCURRENCY"] is None
+
+
+RATES = [setting.name for setting in configuration.SETTINGS if setting.parse is parse_rate]
+
+
+def test_the_rates_load_typed():
+    assert RATES == [
+        "CREDVAULT_RATE_LIMIT",
+        "CREDVAULT_TEST_RATE_LIMIT",
+        "CREDVAULT_PROXY_RATE_LIMIT",
+    ]
+    values = configuration.read({"CREDVAULT_PROXY_RATE_LIMIT": "5/hour"})
+    assert values["CREDVAULT_PROXY_RATE_LIMIT"] == Rate(requests=5, seconds=3600)
+    assert values["CREDVAULT_RATE_LIMIT"] == Rate(requests=600, seconds=60)
+
+
+def check_settings(**env: str) -> subprocess.CompletedProcess:
+    """`python -m credvault.configuration --check`: what `make run` and the systemd unit run
+    before gunicorn starts."""
+    return subprocess.run(
+        [sys.executable, "-m", "credvault.configuration", "--check"],
+        cwd=BASE_DIR,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("name", RATES)
+def test_a_malformed_rate_stops_the_start_in_one_line(name):
+    """Before gunicorn forks, as every other setting: not at a request's throttle."""
+    line = the_one_line(check_settings(**{name: "lots"}), name)
+    assert configuration.BY_NAME[name].accepts in line
+    assert "credvault.E004" in line
+
+
+def test_a_malformed_rate_is_one_line_from_manage_py():
+    line = the_one_line(
+        manage("check", CREDVAULT_TEST_RATE_LIMIT="0/min"), "CREDVAULT_TEST_RATE_LIMIT"
+    )
+    assert "a rate such as 30/min (credvault.E004)" in line
+
+
+def test_the_settings_check_before_gunicorn_is_one_line_for_web_concurrency():
+    """gunicorn reads WEB_CONCURRENCY with int() as it imports its own configuration, before
+    gunicorn.conf.py: the check that runs first is what makes it one line."""
+    line = the_one_line(check_settings(WEB_CONCURRENCY="x"), "WEB_CONCURRENCY")
+    assert "a whole number, at least 1 worker" in line
+    ok = check_settings()
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize(
+    "command", [["migrate", "--no-input"], ["bootstrap_demo"], ["refresh_tokens"]]
+)
+def test_a_database_that_cannot_be_reached_is_one_line_from_each_command(tmp_path, command):
+    unreachable = f"sqlite:///{tmp_path / 'no-such-directory' / 'credvault.sqlite3'}"
+    result = manage(*command, DATABASE_URL=unreachable)
+    the_one_line(result, "cannot reach the database (DATABASE_URL)", status=1)
+
+
+def test_the_installed_entry_is_manage_pys(tmp_path):
+    """credvault-manage runs `python -m credvault.manage`: the same one-line errors as manage.py,
+    a bad setting's and an unreachable database's."""
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "credvault.manage", *args],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(BASE_DIR), **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    line = the_one_line(
+        run("check", CREDVAULT_PROXY_RATE_LIMIT="lots"), "CREDVAULT_PROXY_RATE_LIMIT"
+    )
+    assert "credvault.E004" in line
+    unreachable = f"sqlite:///{tmp_path / 'no-such-directory' / 'credvault.sqlite3'}"
+    result = run("migrate", "--no-input", DATABASE_URL=unreachable)
+    the_one_line(result, "cannot reach the database (DATABASE_URL)", status=1)
+    assert run("check").returncode == 0

@@ -114,6 +114,36 @@ def test_the_unit_runs_gunicorn_with_the_checkouts_config_and_the_environment_fi
     assert unit["Install"]["WantedBy"] == "multi-user.target"
 
 
+def test_the_unit_checks_every_setting_before_gunicorn_starts(production):
+    """gunicorn reads WEB_CONCURRENCY with int() before gunicorn.conf.py runs: the unit's
+    ExecStartPre makes a non-number there one line in the journal, not gunicorn's traceback."""
+    service = unit_file()["Service"]
+    check = shlex.split(service["ExecStartPre"])
+    venv = shlex.split(service["ExecStart"])[0].removesuffix("/bin/gunicorn")
+    assert check == [f"{venv}/bin/python", "-m", "credvault.configuration", "--check"]
+    # The command as systemd runs it: the environment file alone, away from the checkout.
+    _, settings = environment_file(production)
+    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", **settings, "WEB_CONCURRENCY": "x"}
+    result = subprocess.run(
+        [sys.executable, *check[1:]],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert line == "credvault: WEB_CONCURRENCY must be a whole number, at least 1 worker."
+    del env["WEB_CONCURRENCY"]
+    passes = subprocess.run(
+        [sys.executable, *check[1:]], cwd=BASE_DIR, env=env, capture_output=True, check=False
+    )
+    assert passes.returncode == 0, passes.stderr
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [
@@ -157,7 +187,11 @@ def test_systemd_analyze_verifies_the_unit(tmp_path):
     # run's environment stands in for the venv's.
     gunicorn = shutil.which("gunicorn", path=os.path.dirname(sys.executable))
     assert gunicorn, "gunicorn is not installed beside this Python"
-    text = UNIT.read_text(encoding="utf-8").replace("/srv/credvault/venv/bin/gunicorn", gunicorn)
+    text = (
+        UNIT.read_text(encoding="utf-8")
+        .replace("/srv/credvault/venv/bin/gunicorn", gunicorn)
+        .replace("/srv/credvault/venv/bin/python", sys.executable)
+    )
     assert systemd_problems(text, tmp_path) == []
     # The same unit with a misspelled option is reported: the check can fail.
     broken = text.replace("ProtectSystem=strict", "ProtectSystm=strict")
@@ -221,7 +255,7 @@ def test_credvault_manage_reads_the_units_environment_file_and_drops_to_its_user
     service = unit_file()["Service"]
     assert f"${{CREDVAULT_MANAGE_ENV_FILE:-{service['EnvironmentFile']}}}" in text
     assert f"${{CREDVAULT_MANAGE_USER:-{service['User']}}}" in text
-    assert 'exec runuser -u "$user" -- "$venv/bin/django-admin" "$@"' in text
+    assert 'exec runuser -u "$user" -- "$venv/bin/python" -m credvault.manage "$@"' in text
     assert os.access(MANAGE, os.X_OK), "deploy/credvault-manage is not executable"
     if shutil.which("sh") is not None:
         result = subprocess.run(["sh", "-n", str(MANAGE)], capture_output=True, text=True)

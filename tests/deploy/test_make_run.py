@@ -47,6 +47,18 @@ def test_a_taken_port_stops_make_run_before_anything_is_printed():
     assert "migrate" not in result.stdout  # stopped before the database was touched
 
 
+def test_a_bad_web_concurrency_stops_make_run_in_one_line_before_gunicorn():
+    """gunicorn itself would read it with int(), a traceback: the settings are checked first."""
+    result = make("run", "WEB_CONCURRENCY=x", f"CREDVAULT_BIND=127.0.0.1:{free_port()}")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stdout + result.stderr
+    # Every line but make's own report of the failed step.
+    [line] = [line for line in result.stderr.splitlines() if not line.startswith("make")]
+    assert line == "credvault: WEB_CONCURRENCY must be a whole number, at least 1 worker."
+    assert "migrate" not in result.stdout  # stopped before the database was touched
+    assert "cvt_" not in result.stdout + result.stderr
+
+
 def test_the_printed_curl_line_uses_the_address_served():
     plan = make("-n", "run", "CREDVAULT_BIND=127.0.0.1:9123").stdout
     assert "bootstrap_demo --base-url http://127.0.0.1:9123" in plan

@@ -101,8 +101,13 @@ def production_venv(wheel, tmp_path_factory) -> Path:
     return venv
 
 
+# What deploy/credvault-manage runs: credvault's own entry, the venv's Python.
+MANAGE = ("python", "-m", "credvault.manage")
+
+
 def production_command(venv: Path, *args: str, env: dict[str, str], cwd: Path) -> str:
-    """A command of the venv (`django-admin ...`), with nothing but `env` around it."""
+    """A command of the venv (`python -m credvault.manage ...`), with nothing but `env` around
+    it."""
     result = subprocess.run(
         [str(venv / "bin" / args[0]), *args[1:]],
         env=env,
@@ -123,9 +128,9 @@ def production_settings(production_venv, tmp_path) -> dict[str, str]:
     migrations and the deploy check."""
     bare = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "credvault.settings"}
     root = Path("/")
-    encryption_key = production_command(production_venv, "django-admin", "generate_key",
+    encryption_key = production_command(production_venv, *MANAGE, "generate_key",
                                         env=bare, cwd=root).strip()  # fmt: skip
-    audit_key = production_command(production_venv, "django-admin", "generate_key",
+    audit_key = production_command(production_venv, *MANAGE, "generate_key",
                                    env=bare, cwd=root).strip()  # fmt: skip
     settings = {
         **bare,
@@ -144,9 +149,9 @@ def production_settings(production_venv, tmp_path) -> dict[str, str]:
         "WEB_CONCURRENCY": "4",
         "LOG_LEVEL": "INFO",
     }
-    production_command(production_venv, "django-admin", "migrate", "--no-input",
+    production_command(production_venv, *MANAGE, "migrate", "--no-input",
                        env=settings, cwd=root)  # fmt: skip
-    checked = production_command(production_venv, "django-admin", "check", "--deploy",
+    checked = production_command(production_venv, *MANAGE, "check", "--deploy",
                                  "--fail-level", "WARNING", env=settings, cwd=root)  # fmt: skip
     assert checked.strip() == "System check identified no issues (1 silenced)."
     return settings
@@ -237,8 +242,8 @@ assert importlib.util.find_spec("pytest") is None, "the production venv holds py
 def test_errors_and_hints_name_credvault_manage_where_credvault_is_installed(
     production_venv, tmp_path
 ):
-    """deploy/credvault-manage runs the venv's `django-admin`, a name the operator never
-    typed: a bad argument and a failing check's hint name `credvault-manage`, the command
+    """deploy/credvault-manage runs the venv's `python -m credvault.manage`, a name the operator
+    never typed: a bad argument and a failing check's hint name `credvault-manage`, the command
     docs/production.md has them run, never `manage.py` (which the install has not)."""
     env = {
         "PATH": "/usr/bin:/bin",
@@ -251,7 +256,7 @@ def test_errors_and_hints_name_credvault_manage_where_credvault_is_installed(
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [str(production_venv / "bin" / "django-admin"), *args],
+            [str(production_venv / "bin" / "python"), "-m", "credvault.manage", *args],
             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
 

@@ -13,6 +13,7 @@ from django.test import Client
 
 from services import audit
 from services.models import Account, AuditEvent, ConnectedService
+from services.rates import parse_rate
 from tests.support.helpers import Api, agent_token, assert_problem, creds, marked, put_agent, read
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +36,7 @@ def events(account: Account) -> list[tuple]:
 
 
 def test_one_event_per_operation_with_its_outcome(alice_api, alice, settings):
-    settings.CREDVAULT_RATE_LIMIT = "20/min"
+    settings.CREDVAULT_RATE_LIMIT = parse_rate("20/min")
     alice_api.list()
     alice_api.store("github", creds(api_key="a"))
     alice_api.store("github", creds(api_key="b"))
@@ -78,7 +79,7 @@ def test_one_event_per_operation_with_its_outcome(alice_api, alice, settings):
 
 
 def test_a_rate_limited_request_is_audited_as_refused(alice_api, alice, settings):
-    settings.CREDVAULT_RATE_LIMIT = "1/min"
+    settings.CREDVAULT_RATE_LIMIT = parse_rate("1/min")
     alice_api.list()
     assert alice_api.list().status_code == 429
     assert events(alice)[-1][:3] == ("services.list", "refused", 429)

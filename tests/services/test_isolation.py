@@ -8,6 +8,7 @@ import json
 import pytest
 
 from services.models import ConnectedService
+from services.rates import parse_rate
 from tests.support.helpers import assert_problem, creds, opened_set
 
 
@@ -38,7 +39,7 @@ class TestIsolation:
         assert bob_api.store("one", creds(api_key="1")).status_code == 201
 
     def test_rate_limit_counts_per_token(self, alice_api, bob_api, settings):
-        settings.CREDVAULT_RATE_LIMIT = "2/min"
+        settings.CREDVAULT_RATE_LIMIT = parse_rate("2/min")
         assert alice_api.list().status_code == 200
         assert alice_api.list().status_code == 200
         assert alice_api.list().status_code == 429

@@ -356,7 +356,7 @@ def manage(*args: str, **env: str | None) -> subprocess.CompletedProcess:
 
 
 # The programs that run a management command, as the documents spell them.
-COMMAND_RUNNERS = r"(?:manage\.py|django-admin|credvault-manage|-m django)"
+COMMAND_RUNNERS = r"(?:manage\.py|django-admin|credvault-manage|-m django|-m credvault\.manage)"
 
 
 def shell_blocks(markdown: str) -> list[str]:

@@ -15,6 +15,7 @@ from django.utils import timezone
 from services import audit, bearer_tokens
 from services.grants import Given, GrantSpec, given_in_list
 from services.models import Agent, AgentToken, AuditEvent, Grant
+from services.rates import parse_rate
 from tests.support.helpers import (
     Api,
     agent_token,
@@ -360,7 +361,7 @@ def test_account_and_agent_tokens_have_separate_rate_limits(alice_api, settings)
     # The same primary key in both tables, as separate sequences easily give.
     AgentToken.objects.filter(prefix=token[:12]).update(id=account_pk)
     cache.clear()
-    settings.CREDVAULT_RATE_LIMIT = "2/min"
+    settings.CREDVAULT_RATE_LIMIT = parse_rate("2/min")
     assert_problem(read(token, "github"), 404, "service_not_connected")
     assert_problem(read(token, "github"), 404, "service_not_connected")
     assert_problem(read(token, "github"), 429, "rate_limited")

@@ -8,6 +8,7 @@ import pytest
 
 from providers.catalog import catalog
 from services.models import ConnectedService, CredentialField
+from services.rates import parse_rate
 from tests.support.helpers import assert_problem, audit_record_queries, creds, marked
 
 pytestmark = pytest.mark.django_db
@@ -154,7 +155,7 @@ class TestVerifyOnStore:
     def test_verified_stores_count_against_the_test_limit(
         self, alice_api, provider_server, settings
     ):
-        settings.CREDVAULT_TEST_RATE_LIMIT = "2/min"
+        settings.CREDVAULT_TEST_RATE_LIMIT = parse_rate("2/min")
         provider_server.answer(200, {})
         for _ in range(3):
             assert _put(alice_api, "github", verify=None, api_key="k").status_code in (200, 201)

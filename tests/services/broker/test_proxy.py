@@ -24,6 +24,7 @@ from providers.http.connections import pools
 from providers.http.failures import OutboundError
 from providers.http.resolving import address_for
 from services.models import AgentToken, AuditEvent
+from services.rates import parse_rate
 from tests.support.helpers import (
     CATALOG_ENTRY,
     PROXY_PREFIX,
@@ -453,7 +454,7 @@ class TestAuditAndSecrets:
         assert "ref=main" not in event.path
 
     def test_the_rate_limit_per_agent_token(self, github, provider_server, settings):
-        settings.CREDVAULT_PROXY_RATE_LIMIT = "2/min"
+        settings.CREDVAULT_PROXY_RATE_LIMIT = parse_rate("2/min")
         _, token = github
         statuses = [call(token, "GET", "github", "/user").status_code for _ in range(3)]
         assert statuses == [200, 200, 429]

@@ -14,6 +14,7 @@ from django.test import Client
 
 from services.audit import canonical
 from services.models import AuditEvent
+from services.rates import parse_rate
 from tests.support.helpers import agent_token, creds, marked, put_agent
 
 MODERN = "2026-07-28"
@@ -359,7 +360,7 @@ class TestHttpRefusals:
         assert post(agent[1], rpc("tools/list"), Origin="http://127.0.0.1:8000").status_code == 200
 
     def test_the_proxy_rate_counts_mcp_requests_with_the_proxys(self, agent, settings):
-        settings.CREDVAULT_PROXY_RATE_LIMIT = "3/min"
+        settings.CREDVAULT_PROXY_RATE_LIMIT = parse_rate("3/min")
         token = agent[1]
         proxied = Client().get(
             "/api/v1/agent/proxy/github/user", headers={"Authorization": f"Bearer {token}"}
