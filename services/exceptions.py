@@ -46,6 +46,11 @@ class ProblemError(APIException):
         self.extra = extra or {}
 
 
+class AccountError(ValueError):
+    """A refused account or token operation (the commands' one-line error); the message is safe
+    to print."""
+
+
 class FieldErrorCode(StrEnum):
     """The `code` of an entry of `errors`: what is wrong with the field it names."""
 
