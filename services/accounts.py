@@ -11,15 +11,12 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from providers.identifiers import SERVICE_RULE, InvalidIdentifier, normalize_service
 from services import audit, bearer_tokens
 from services.audit import Actor, Operation
+from services.exceptions import AccountError
+from services.identifiers import account_name
 from services.models import Account, AgentToken, ApiToken, BearerToken
 from services.storage.transactions import account_transaction
-
-
-class AccountError(ValueError):
-    """A refused account or token operation; the message is safe to print."""
 
 
 @dataclass(frozen=True)
@@ -31,14 +28,6 @@ class IssuedToken:
 
     def __repr__(self) -> str:
         return f"IssuedToken(prefix={self.token.prefix!r})"
-
-
-def account_name(raw: str) -> str:
-    """Account names follow the service-identifier rules (`demo`, `acme-corp`)."""
-    try:
-        return normalize_service(raw)
-    except InvalidIdentifier:
-        raise AccountError(f"an account name is {SERVICE_RULE}") from None
 
 
 def create_account(*, name: str) -> Account:

@@ -296,8 +296,9 @@ def record_refusal(
     path: str = "",
     via: str = "",
 ) -> None:
-    """The one recorder of a refused or failed request (a view's, a brokered call's from the
-    proxy or MCP): its event, or, when the database fails, a log line; the refusal stands."""
+    """The one recorder of a refused or failed request (a view's, an OAuth callback's, a
+    brokered call's from the proxy or MCP): its event, or, when the database fails, a log line;
+    the refusal stands."""
     try:
         record(
             actor,

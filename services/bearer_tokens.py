@@ -27,6 +27,8 @@ PREFIX_RANDOM_LENGTH = 8
 
 ACCOUNT_KIND = "cvt"
 AGENT_KIND = "cva"
+# Every kind of token credvault issues: the patterns that find one in a text are built from it.
+KINDS = (ACCOUNT_KIND, AGENT_KIND)
 # The longest lifetime a token may be issued with, in days (ten years).
 MAX_LIFETIME_DAYS = 3650
 # A display prefix: the kind, `_` and the first random characters (`cvt_AbCd1234`).
@@ -86,8 +88,10 @@ def is_well_formed(token: str, kind: str = ACCOUNT_KIND) -> bool:
 
 # A token in a request's text: its kind, `_`, its random part and checksum (is_well_formed
 # decides); and a token-shaped run, as a log line withholds it.
-_TOKEN_TEXT = re.compile(rb"(cv[at])_([0-9A-Za-z]{46})")
-_TOKEN_LOGGED = re.compile(r"(cv[at])(?:_|%5[Ff]|%255[Ff])[0-9A-Za-z]{46}")
+_KIND = "|".join(re.escape(kind) for kind in KINDS)
+_BODY = f"[0-9A-Za-z]{{{RANDOM_LENGTH + CHECKSUM_LENGTH}}}"
+_TOKEN_TEXT = re.compile(f"({_KIND})_({_BODY})".encode("ascii"))
+_TOKEN_LOGGED = re.compile(f"({_KIND})(?:_|%5[Ff]|%255[Ff]){_BODY}")
 # Percent-decoding rounds before a text is judged free of tokens: a value encoded twice or
 # three times over is still found.
 _DECODING_ROUNDS = 4

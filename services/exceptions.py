@@ -46,6 +46,11 @@ class ProblemError(APIException):
         self.extra = extra or {}
 
 
+class AccountError(ValueError):
+    """A refused account or token operation (the commands' one-line error); the message is safe
+    to print."""
+
+
 class FieldErrorCode(StrEnum):
     """The `code` of an entry of `errors`: what is wrong with the field it names."""
 
@@ -287,10 +292,11 @@ class VerificationFailed(ProblemError):
 class PayloadTooLarge(ProblemError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "payload_too_large"
-    default_detail = "The body is larger than 64 KiB."
+    default_detail = "The body is larger than this endpoint accepts."
 
     @classmethod
     def over(cls, most: int) -> PayloadTooLarge:
+        """The one sentence of every refusal by size, naming the limit (`body_limit`)."""
         return cls(f"The body is larger than {most} bytes.")
 
 

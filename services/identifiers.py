@@ -1,11 +1,12 @@
-"""The doors of identifiers: every business function normalizes the service identifiers and
-agent names it is given here, and refuses one that does not normalize with InvalidIdentifier
-(the rule itself: `providers.identifiers.normalize_service`)."""
+"""The doors of identifiers: every business function normalizes the service identifiers, agent
+names and account names it is given here, and refuses one that does not normalize with
+InvalidIdentifier (AccountError for an account name, which only the commands take). The rule
+itself: `providers.identifiers.normalize_service`."""
 
 from __future__ import annotations
 
 from providers import identifiers
-from services.exceptions import InvalidAgentName, InvalidService
+from services.exceptions import AccountError, InvalidAgentName, InvalidService
 
 
 def service_identifier(raw: str) -> str:
@@ -23,3 +24,12 @@ def agent_name(raw: str) -> str:
         return identifiers.normalize_service(raw)
     except identifiers.InvalidIdentifier:
         raise InvalidAgentName() from None
+
+
+def account_name(raw: str) -> str:
+    """The normalized account name of `raw` (`demo`, `acme-corp`: the service identifier's
+    rule), or AccountError."""
+    try:
+        return identifiers.normalize_service(raw)
+    except identifiers.InvalidIdentifier:
+        raise AccountError(f"an account name is {identifiers.SERVICE_RULE}") from None

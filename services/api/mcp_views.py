@@ -28,7 +28,7 @@ from services.api.context import ApiRequest
 from services.api.errors import safe_methods_only
 from services.api.parsing import body_at_most
 from services.api.throttling import ProxyRateThrottle
-from services.api.wsgi import MCP_PATH, PROXY_PATH_PREFIX, body_limit
+from services.api.wsgi import MCP_PATH, PROXY_PATH_PREFIX
 from services.audit import Operation
 from services.exceptions import Forbidden
 from services.mcp import protocol
@@ -72,7 +72,7 @@ class McpView(AuditedAPIView):
         super().initial(request, *args, **kwargs)
 
     def post(self, request: ApiRequest) -> HttpResponseBase:
-        body = body_at_most(request, body_limit(request.META))
+        body = body_at_most(request)
         headers = {
             key[5:].replace("_", "-").lower(): value
             for key, value in request.META.items()

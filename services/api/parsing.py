@@ -31,7 +31,7 @@ from services.api.serializers import (
     OAuthClientInputSerializer,
     ServiceIdentifierField,
 )
-from services.api.wsgi import MAX_BODY_BYTES
+from services.api.wsgi import body_limit
 from services.exceptions import (
     FieldErrorCode,
     InvalidRequest,
@@ -109,9 +109,10 @@ def _check_media_type(content_type: str) -> None:
             raise UnsupportedMediaType("Only the UTF-8 charset is accepted.")
 
 
-def body_at_most(request: HttpRequest, most: int) -> bytes:
+def body_at_most(request: HttpRequest) -> bytes:
     """The request's body, or 413 when its declared length (checked before anything is read)
-    or the body itself is over `most` bytes."""
+    or the body itself is over the path's `body_limit`."""
+    most = body_limit(request.META)
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if (declared.isdigit() and int(declared) > most) or len(request.body) > most:
         raise PayloadTooLarge.over(most)
@@ -119,14 +120,16 @@ def body_at_most(request: HttpRequest, most: int) -> bytes:
 
 
 def read_json_body(request: Request) -> Any:
-    """Size, media type and strict parsing of a JSON request body."""
+    """Size (by the declared length, before anything is read), media type and strict parsing
+    of a JSON request body."""
     declared = request.META.get("CONTENT_LENGTH") or "0"
     try:
         length = int(declared)
     except ValueError:
         raise InvalidRequest("Content-Length is not a number.") from None
-    if length > MAX_BODY_BYTES:
-        raise PayloadTooLarge()
+    most = body_limit(request.META)
+    if length > most:
+        raise PayloadTooLarge.over(most)
     _check_media_type(request.META.get("CONTENT_TYPE", ""))
     return loads_strict(request.body)
 

@@ -24,7 +24,7 @@ from services.api.context import ApiRequest
 from services.api.parsing import body_at_most
 from services.api.schema import path_identifier
 from services.api.throttling import ProxyRateThrottle
-from services.api.wsgi import PROXY_PATH_PREFIX, body_limit
+from services.api.wsgi import PROXY_PATH_PREFIX
 from services.audit import Operation
 from services.broker.answers import ProxyAnswer
 from services.broker.call import ProxyRequest, call
@@ -89,7 +89,7 @@ def proxy_body(request: ApiRequest) -> bytes:
     """The body sent on (the broker checks its limit; a longer one than the server reads is
     413 unread), and none on GET, HEAD or OPTIONS, whose requests carry no body: a provider
     that does not read one takes it for the start of the next request on the connection."""
-    body = body_at_most(request, body_limit(request.META))
+    body = body_at_most(request)
     if body and request.method in BODILESS_METHODS:
         raise InvalidProxyRequest()
     return body

@@ -27,6 +27,7 @@ from typing import Any
 from django.conf import settings
 
 from providers.http.deadlines import deadlines
+from services.broker import limits
 from services.exceptions import (
     BodyTimeout,
     LengthRequired,
@@ -36,7 +37,8 @@ from services.exceptions import (
 )
 from services.logs import escaped_path
 
-# The largest request body read; the strict reader refuses a longer one with 413.
+# The most an API request's body may hold (`body_limit`); the strict reader refuses a longer
+# one with 413.
 MAX_BODY_BYTES = 64 * 1024
 _READ_SIZE = 16 * 1024
 
@@ -115,10 +117,10 @@ ADMIN_PATH_PREFIX = "/admin/"
 
 def body_limit(environ: dict[str, Any]) -> int:
     """The most a request's body may hold: a brokered call's, the MCP server's, else the
-    API's."""
+    API's. The one answer every check of a body's size reads (this wrapper, the views)."""
     path = environ.get("PATH_INFO", "")
     if path.startswith(PROXY_PATH_PREFIX):
-        return settings.CREDVAULT_PROXY_MAX_BODY
+        return limits.max_body()
     if path == MCP_PATH:
         return MCP_MAX_BODY
     return MAX_BODY_BYTES

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from providers.http.client import OpenAnswer
@@ -10,6 +11,7 @@ from services.broker.headers import canonical, header_tokens
 from services.broker.redaction import Redaction
 from services.broker.streams import PassedOn
 from services.exceptions import (
+    ProblemError,
     UpstreamBadAnswer,
     UpstreamTimeout,
     UpstreamTooLarge,
@@ -113,14 +115,18 @@ def agents_headers(
     ]
 
 
-def failure(kind: Failure) -> Exception:
+# The refusal of each way a call fails on its way to the provider: its problem class (its
+# status and code) and its detail (None: the class's own). One line a kind.
+FAILURE_PROBLEMS: Mapping[Failure, tuple[type[ProblemError], str | None]] = {
+    Failure.TIMEOUT: (UpstreamTimeout, None),
+    Failure.TOO_LARGE: (UpstreamTooLarge, None),
+    Failure.UNAVAILABLE: (UpstreamUnavailable, None),
+    Failure.ADDRESS_REFUSED: (UpstreamUnavailable, "The provider's address is not a public one."),
+    Failure.BAD_ANSWER: (UpstreamBadAnswer, None),
+}
+
+
+def failure(kind: Failure) -> ProblemError:
     """The refusal the agent gets for a call that failed on its way to the provider."""
-    if kind is Failure.TIMEOUT:
-        return UpstreamTimeout()
-    if kind is Failure.TOO_LARGE:
-        return UpstreamTooLarge()
-    if kind is Failure.ADDRESS_REFUSED:
-        return UpstreamUnavailable("The provider's address is not a public one.")
-    if kind is Failure.BAD_ANSWER:
-        return UpstreamBadAnswer()
-    return UpstreamUnavailable()
+    problem, detail = FAILURE_PROBLEMS[kind]
+    return problem(detail)

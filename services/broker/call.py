@@ -102,7 +102,8 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     started = time.monotonic()
     check_body(request.body)
     path = checked_path(request.raw_path)
-    checked_base(catalog.get(service), request.base)
+    provider = catalog.get(service)
+    checked_base(provider, request.base)
     check_headers(request.headers)
     refuse_carried_tokens(
         headers=request.headers, path=request.raw_path, query=request.query, body=request.body
@@ -118,7 +119,6 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     _check_grant(found, methods, path, request.base)
     if not found.fields:
         raise ServiceNotConnected()
-    provider = catalog.get(service)
     if provider is None:
         raise NotProxyable(
             "credvault has no API address for this service: the operator can add it to the "

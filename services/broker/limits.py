@@ -25,10 +25,16 @@ IN_FLIGHT_SECONDS = 900
 RETRY_AFTER_SECONDS = 1
 
 
+def max_body() -> int:
+    """The most a brokered call's body may hold (CREDVAULT_PROXY_MAX_BODY): the one declaration
+    the broker, the WSGI wrapper and the proxy view read."""
+    return settings.CREDVAULT_PROXY_MAX_BODY
+
+
 def check_body(body: bytes) -> None:
-    """PayloadTooLarge for a brokered call's body over CREDVAULT_PROXY_MAX_BODY: the one check
-    of that limit, for the proxy route and MCP's call_api alike."""
-    most = int(settings.CREDVAULT_PROXY_MAX_BODY)
+    """PayloadTooLarge for a brokered call's body over `max_body()`: the check of the body
+    itself, for the proxy route and MCP's call_api alike."""
+    most = max_body()
     if len(body) > most:
         raise PayloadTooLarge.over(most)
 

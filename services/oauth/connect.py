@@ -284,7 +284,8 @@ def finish_connect(
 ) -> Connected:
     """The callback: the state checked (with the cookie of the browser that continued it,
     among `cookies`) and used up before anything is sent, then the code exchanged and the set
-    stored. Raises ConnectFailed, recorded here; nothing is stored on failure."""
+    stored. Raises ConnectFailed, recorded by `audit.record_refusal`; nothing is stored on
+    failure."""
     if not state:
         raise ConnectFailed("no_state")
     row = OAuthState.objects.filter(digest=_digest(state)).first()
@@ -295,7 +296,7 @@ def finish_connect(
         return _finish(row, actor, state=state, code=code, error=error, cookies=cookies)
     except ConnectFailed as failed:
         if failed.why not in UNRECORDED:
-            audit.record(
+            audit.record_refusal(
                 actor,
                 Operation.FINISH_CONNECT,
                 status=failed.status,

@@ -91,3 +91,26 @@ def test_a_refused_call_is_recorded_once_alike_from_the_proxy_and_mcp(agent, mon
     assert (by_proxy.via, by_mcp.via) == ("", "mcp")
     assert [entry["status"] for entry in recorded] == [403, 403]
     assert AuditEvent.objects.count() == before + 2
+
+
+@pytest.mark.django_db
+def test_a_call_looks_its_provider_up_once(agent, monkeypatch):
+    """The broker asks the catalog for the service's provider once a call, and checks the
+    named base and the proxyable provider against that one answer."""
+    from providers import catalog
+    from services.broker import call as broker_call
+
+    looked_up = []
+
+    class CountedCatalog:
+        def __getattr__(self, name: str):
+            return getattr(catalog, name)
+
+        def get(self, service: str):
+            looked_up.append(service)
+            return catalog.get(service)
+
+    monkeypatch.setattr(broker_call, "catalog", CountedCatalog())
+    response = proxy_call(agent, "GET", "github", "/user")
+    assert response.status_code == 200, response.content
+    assert looked_up == ["github"]

@@ -17,10 +17,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.apps import apps
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.test import Client
 from django.utils import timezone
 
+from services import audit
+from services.audit import Operation
 from services.crypto import KeyRing
 from services.models import AuditEvent, ConnectedService, OAuthClient, OAuthState
 from services.oauth import refresh as oauth_refresh
@@ -255,6 +257,33 @@ class TestConnect:
         page = callback(**consent(stand_in, connect(alice_api).json()["authorizeUrl"]))
         event = AuditEvent.objects.get(action="oauth.callback")
         assert (page.status_code, event.status, event.target) == (status, status, detail)
+        assert not ConnectedService.objects.exists()
+
+    def test_a_failed_callback_is_written_by_the_one_recorder_of_refusals(
+        self, alice_api, stand_in, client_secret, monkeypatch, caplog
+    ):
+        """The callback's failure goes through `audit.record_refusal`: when its event cannot be
+        written, the person is still told why (a log line says the event is missing)."""
+        url = connect(alice_api).json()["authorizeUrl"]
+        back = consent(stand_in, url)
+        refusals = []
+        record_refusal = audit.record_refusal
+        monkeypatch.setattr(
+            audit,
+            "record_refusal",
+            lambda *a, **k: refusals.append((a[1], k["status"])) or record_refusal(*a, **k),
+        )
+
+        def unwritable(*args, **kwargs):
+            raise DatabaseError("the audit table is locked")
+
+        monkeypatch.setattr(audit, "record", unwritable)
+        with caplog.at_level(logging.ERROR, logger="credvault.audit"):
+            page = callback(state=back["state"], cookie=back["cookie"], code="not-a-code")
+        assert page.status_code == 400
+        assert "refused" in page.content.decode()
+        assert refusals == [(Operation.FINISH_CONNECT, 400)]
+        assert "audit event not written: DatabaseError" in caplog.text
         assert not ConnectedService.objects.exists()
 
     def test_a_refused_exchange_stores_nothing(self, alice_api, stand_in, client_secret):
