@@ -71,7 +71,7 @@ def _header(request: Request, name: str) -> str:
 
 # How a credvault token begins (`cva_`, `cvt_`): what tells it from the other part of a Basic
 # pair, and from a provider's own path segment where a credential goes in the path.
-_TOKEN_HEADS = tuple(f"{kind}_" for kind in _TOKEN_KINDS.values())
+_TOKEN_HEADS = tuple(f"{kind}_" for kind in bearer_tokens.KINDS)
 
 
 def _from_basic(credentials: bytes) -> set[str]:

@@ -1,8 +1,9 @@
 from django.core.management.base import CommandError
 
-from services.accounts import AccountError, named_or_all
+from services.accounts import named_or_all
 from services.checkpoints import write_checkpoint
 from services.crypto import KeyRingError
+from services.exceptions import AccountError
 from services.management.base import CredvaultCommand
 
 

@@ -1,6 +1,7 @@
 from django.core.management.base import CommandError
 
-from services.accounts import AccountError, create_account
+from services.accounts import create_account
+from services.exceptions import AccountError
 from services.management.base import CredvaultCommand
 
 

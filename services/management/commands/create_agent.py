@@ -1,10 +1,10 @@
 from django.core.management.base import CommandError
 
 from providers.identifiers import SERVICE_RULE
-from services.accounts import AccountError, get_account
+from services.accounts import get_account
 from services.agents import put_agent
 from services.audit import Actor
-from services.exceptions import InvalidIdentifier
+from services.exceptions import AccountError, InvalidIdentifier
 from services.grants import (
     GRANT_PATH_RULE,
     GrantSpec,

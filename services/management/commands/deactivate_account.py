@@ -1,6 +1,7 @@
 from django.core.management.base import CommandError
 
-from services.accounts import AccountError, get_account, set_account_active
+from services.accounts import get_account, set_account_active
+from services.exceptions import AccountError
 from services.management.base import CredvaultCommand
 
 

@@ -2,8 +2,9 @@ from datetime import timedelta
 
 from django.core.management.base import CommandError
 
-from services.accounts import AccountError, expire_token
+from services.accounts import expire_token
 from services.bearer_tokens import MAX_LIFETIME_DAYS
+from services.exceptions import AccountError
 from services.management.base import CredvaultCommand
 
 

@@ -1,9 +1,9 @@
 from django.core.management.base import CommandError
 
-from services.accounts import AccountError, get_account, refuse_if_deactivated
+from services.accounts import get_account, refuse_if_deactivated
 from services.agents import issue_agent_token
 from services.audit import Actor
-from services.exceptions import AgentNotFound, InvalidIdentifier
+from services.exceptions import AccountError, AgentNotFound, InvalidIdentifier
 from services.management.base import CredvaultCommand, manage_command
 from services.management.expiry import add_expires_in, lifetime
 

@@ -1,6 +1,7 @@
 from django.core.management.base import CommandError
 
-from services.accounts import AccountError, get_account, issue_token
+from services.accounts import get_account, issue_token
+from services.exceptions import AccountError
 from services.management.base import CredvaultCommand, manage_command
 from services.management.expiry import add_expires_in, lifetime
 

@@ -2,8 +2,8 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from providers.identifiers import SERVICE_RULE
-from services.accounts import AccountError, get_account
-from services.exceptions import InvalidIdentifier
+from services.accounts import get_account
+from services.exceptions import AccountError, InvalidIdentifier
 from services.identifiers import agent_name
 from services.management.base import CredvaultCommand
 from services.management.listing import token_status, when

@@ -1,7 +1,8 @@
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from services.accounts import AccountError, get_account
+from services.accounts import get_account
+from services.exceptions import AccountError
 from services.management.base import CredvaultCommand
 from services.management.listing import token_status, when
 from services.models import ApiToken

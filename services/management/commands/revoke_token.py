@@ -1,6 +1,7 @@
 from django.core.management.base import CommandError
 
-from services.accounts import AccountError, find_token, revoke_token, revoked_at
+from services.accounts import find_token, revoke_token, revoked_at
+from services.exceptions import AccountError
 from services.management.base import CredvaultCommand
 
 

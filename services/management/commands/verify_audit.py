@@ -3,10 +3,11 @@ import re
 
 from django.core.management.base import CommandError
 
-from services.accounts import AccountError, named_or_all
+from services.accounts import named_or_all
 from services.audit import Break, verify_chain, verify_completions
 from services.checkpoints import Contradiction, check_expected, verify_checkpoints
 from services.crypto import KeyRingError
+from services.exceptions import AccountError
 from services.management.base import CredvaultCommand
 from services.models import Account
 
