@@ -2,7 +2,8 @@
 
 Each serializer is compiled once, on first use, into one function that builds the body as a
 hand-written dict would: DRF's own `to_representation` walks its field objects on every
-call, and even a loop over the members cost the list of 10 services 0.8% more instructions.
+call, and even a loop of `attrgetter` readers over the members cost the list of 100 services
+6.2% more instructions (docs/performance.md, "The house, third pass").
 A member is read by a `show_<name>` of the serializer, else from its field's `source` (an
 attribute path, or a digit for a tuple's item; by default the member's name in snake case),
 and converted by its field's type; a member the shape does not require is left out when
