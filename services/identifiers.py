@@ -5,31 +5,31 @@ itself: `providers.identifiers.normalize_service`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from providers import identifiers
 from services.exceptions import AccountError, InvalidAgentName, InvalidService
 
 
-def service_identifier(raw: str) -> str:
-    """The normalized service identifier of `raw`, or InvalidService."""
+def _normalized(raw: str, refused: Callable[[], Exception]) -> str:
     try:
         return identifiers.normalize_service(raw)
     except identifiers.InvalidIdentifier:
-        raise InvalidService() from None
+        raise refused() from None
+
+
+def service_identifier(raw: str) -> str:
+    """The normalized service identifier of `raw`, or InvalidService."""
+    return _normalized(raw, InvalidService)
 
 
 def agent_name(raw: str) -> str:
     """The normalized agent name of `raw` (the service identifier's rule), or
     InvalidAgentName."""
-    try:
-        return identifiers.normalize_service(raw)
-    except identifiers.InvalidIdentifier:
-        raise InvalidAgentName() from None
+    return _normalized(raw, InvalidAgentName)
 
 
 def account_name(raw: str) -> str:
     """The normalized account name of `raw` (`demo`, `acme-corp`: the service identifier's
     rule), or AccountError."""
-    try:
-        return identifiers.normalize_service(raw)
-    except identifiers.InvalidIdentifier:
-        raise AccountError(f"an account name is {identifiers.SERVICE_RULE}") from None
+    return _normalized(raw, lambda: AccountError(f"an account name is {identifiers.SERVICE_RULE}"))
