@@ -122,16 +122,13 @@ def body_at_most(request: HttpRequest) -> bytes:
 def read_json_body(request: Request) -> Any:
     """Size (by the declared length, before anything is read), media type and strict parsing
     of a JSON request body."""
-    declared = request.META.get("CONTENT_LENGTH") or "0"
     try:
-        length = int(declared)
+        int(request.META.get("CONTENT_LENGTH") or "0")
     except ValueError:
         raise InvalidRequest("Content-Length is not a number.") from None
-    most = body_limit(request.META)
-    if length > most:
-        raise PayloadTooLarge.over(most)
+    body = body_at_most(request)
     _check_media_type(request.META.get("CONTENT_TYPE", ""))
-    return loads_strict(request.body)
+    return loads_strict(body)
 
 
 # A shape, compiled once from its serializer (`compile_shape`) into plain checks, each of one
