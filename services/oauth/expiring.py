@@ -48,10 +48,6 @@ def refresh_due_set(*, due: DueSet) -> Outcome:
         refresh_service(
             actor=Actor.command(due.account_id), service=due.service, generation=due.generation
         )
-    except ReauthorizationRequired:
-        return Outcome(due.account_id, due.service, "reauthorization_required")
-    except OAuthClientMisconfigured:
-        return Outcome(due.account_id, due.service, "oauth_client_misconfigured")
-    except ProviderUnavailable:
-        return Outcome(due.account_id, due.service, "provider_unavailable")
+    except (ReauthorizationRequired, OAuthClientMisconfigured, ProviderUnavailable) as failed:
+        return Outcome(due.account_id, due.service, str(failed.default_code))
     return Outcome(due.account_id, due.service)
