@@ -404,6 +404,28 @@ SETTINGS: tuple[Setting, ...] = (
         check=Check(id="credvault.E021"),
     ),
     Setting(
+        "CREDVAULT_APPROVAL_TTL",
+        whole_number,
+        "900",
+        "at least 60 and at most 86400 seconds",
+        "seconds a call's approval waits for a member's decision, and an approved "
+        '"allow once" for its one call ([consent](consent.md))',
+        least=60,
+        most=86400,
+        check=Check(id="credvault.E025"),
+    ),
+    Setting(
+        "CREDVAULT_APPROVAL_MAX_WAIT",
+        whole_number,
+        "120",
+        "0 to 600 seconds",
+        "the longest `Prefer: wait=N` a brokered call may hold for a decision; a longer wait "
+        "asked is cut to it ([consent](consent.md))",
+        least=0,
+        most=600,
+        check=Check(id="credvault.E025"),
+    ),
+    Setting(
         "SECURE_SSL_REDIRECT",
         boolean,
         "true",

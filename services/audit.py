@@ -112,6 +112,20 @@ class Operation(Enum):
     DEACTIVATE_ACCOUNT = (AuditAction.ACCOUNTS_DEACTIVATE, 200)
     REACTIVATE_ACCOUNT = (AuditAction.ACCOUNTS_REACTIVATE, 200)
     REENCRYPT = (AuditAction.KEYS_REENCRYPT, 200)
+    # Consent (services/consent/): a call's approval asked for, decided, expired or used; an
+    # agent's access request made or decided; members added, removed, signed in.
+    REQUEST_APPROVAL = (AuditAction.APPROVAL_REQUESTED, 201)
+    APPROVE = (AuditAction.APPROVAL_APPROVED, 200)
+    DENY = (AuditAction.APPROVAL_DENIED, 200)
+    EXPIRE_APPROVAL = (AuditAction.APPROVAL_EXPIRED, 200)
+    USE_APPROVAL = (AuditAction.APPROVAL_USED, 200)
+    REQUEST_ACCESS = (AuditAction.ACCESS_REQUEST_CREATED, 201)
+    APPROVE_ACCESS = (AuditAction.ACCESS_REQUEST_APPROVED, 200)
+    DENY_ACCESS = (AuditAction.ACCESS_REQUEST_DENIED, 200)
+    EXPIRE_ACCESS = (AuditAction.ACCESS_REQUEST_EXPIRED, 200)
+    CREATE_MEMBER = (AuditAction.MEMBERS_CREATE, 201)
+    REMOVE_MEMBER = (AuditAction.MEMBERS_REMOVE, 204)
+    MEMBER_SIGN_IN = (AuditAction.MEMBERS_SIGN_IN, 200)
 
     @property
     def action(self) -> str:
@@ -148,6 +162,8 @@ def canonical(event: AuditEvent | EventRow) -> str:
         fields["upstream_status"] = event.upstream_status
     if event.via:
         fields["via"] = event.via
+    if event.member:
+        fields["member"] = event.member
     if event.sent_path:
         # Written before the request left: what the call would become was not known then.
         # Its completion is signed on its own (`complete`).
@@ -172,6 +188,7 @@ def record(
     upstream_status: int | None = None,
     outcome: AuditOutcome | None = None,
     via: str = "",
+    member: str = "",
 ) -> AuditEvent:
     """Append the event of `actor`'s request: `operation`'s action, with its success status
     or the `status` it was refused or failed with. One statement, atomic by itself; inside a
@@ -202,6 +219,7 @@ def record(
         "via": via,
         "sent_path": "",
         "completion_mac": "",
+        "member": member,
     }
     row = _append(fields)
     return AuditEvent(seq=row.seq, prev_digest=row.prev_digest, digest=row.digest, **fields)
@@ -214,7 +232,7 @@ class EventRow:
     __slots__ = (
         *("account_id", "occurred_at", "token_prefix", "agent_name", "action", "service"),
         *("target", "outcome", "status", "request_id", "method", "path", "upstream_status"),
-        *("via", "sent_path", "completion_mac", "seq", "prev_digest", "digest"),
+        *("via", "sent_path", "completion_mac", "member", "seq", "prev_digest", "digest"),
     )
     # The slots' types, for the type checker (no class attributes: annotations only).
     account_id: int
@@ -233,6 +251,7 @@ class EventRow:
     via: str
     sent_path: str
     completion_mac: str
+    member: str
     seq: int
     prev_digest: str
     digest: str
@@ -258,7 +277,14 @@ def _append(fields: dict[str, object]) -> EventRow:
 
 
 def record_sent(
-    actor: Actor, *, service: str, method: str, path: str, sent_path: str, via: str = ""
+    actor: Actor,
+    *,
+    service: str,
+    method: str,
+    path: str,
+    sent_path: str,
+    via: str = "",
+    target: str = "",
 ) -> EventRow:
     """Append the event of a brokered call whose request is about to leave (outcome `sent`,
     no status yet), before anything is sent: a worker killed while the provider holds the
@@ -271,7 +297,8 @@ def record_sent(
             "agent_name": actor.agent_name,
             "action": Operation.PROXY_CALL.action,
             "service": service,
-            "target": "",
+            # The approval the call went under, if it needed one (services/consent/).
+            "target": target,
             "outcome": AuditOutcome.SENT,
             "status": 0,
             "request_id": actor.request_id,
@@ -281,6 +308,7 @@ def record_sent(
             "via": via,
             "sent_path": sent_path or "/",
             "completion_mac": "",
+            "member": "",
         }
     )
 

@@ -477,3 +477,85 @@ class AgentTokenInRequest(ProblemError):
         "token is read from (another header, the query string, another path segment, the "
         "body): nothing was sent, so that no provider ever receives one."
     )
+
+
+class ApprovalProblem(ProblemError):
+    """A brokered call that needs a person's approval and does not hold one (consent: the
+    agent repeats the same request once a member decided; docs/consent.md). Each names the
+    approval (`approvalId`, `approvalUrl`, `expiresAt`), and nothing was sent."""
+
+    status_code = status.HTTP_403_FORBIDDEN
+
+    def __init__(
+        self,
+        *,
+        approval_id: str,
+        approval_url: str,
+        expires_at: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            headers=headers,
+            extra={"approvalId": approval_id, "approvalUrl": approval_url, "expiresAt": expires_at},
+        )
+        self.approval_id = approval_id
+
+
+class ApprovalRequired(ApprovalProblem):
+    default_code = "approval_required"
+    default_detail = (
+        "This call needs a person's approval: nothing was sent. A member of the account decides "
+        "at approvalUrl; then repeat the same request (optionally with X-Credvault-Approval: "
+        "approvalId, or Prefer: wait=N to wait for the decision)."
+    )
+
+
+class ApprovalPending(ApprovalProblem):
+    default_code = "approval_pending"
+    default_detail = (
+        "The approval of this call waits for a member's decision: nothing was sent. Repeat the "
+        "same request after Retry-After seconds."
+    )
+
+
+class ApprovalDenied(ApprovalProblem):
+    default_code = "approval_denied"
+    default_detail = "A member of the account denied this call: nothing was sent."
+
+
+class ApprovalExpired(ApprovalProblem):
+    default_code = "approval_expired"
+    default_detail = (
+        "The approval of this call expired before it was decided or used: nothing was sent. "
+        "Repeat the request to ask again."
+    )
+
+
+class ApprovalMismatch(ProblemError):
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "approval_mismatch"
+    default_detail = (
+        "The approval named by X-Credvault-Approval is not this agent's approval of this "
+        "request (its service, method, path, query and body): nothing was sent."
+    )
+
+
+class TooManyPending(ProblemError):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "too_many_pending"
+    default_detail = (
+        "This agent has the most pending approvals and access requests allowed; wait for a "
+        "member to decide them, or for them to expire."
+    )
+
+
+class ApprovalNotFound(ProblemError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "approval_not_found"
+    default_detail = "The account has no approval or access request with this id."
+
+
+class ApprovalDecided(ProblemError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "approval_decided"
+    default_detail = "This approval was decided already (or expired): a decision is final."

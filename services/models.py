@@ -8,6 +8,7 @@ the admin uses as its title; `repr()` adds the database id. Neither ever shows s
 
 from __future__ import annotations
 
+import secrets
 from typing import ClassVar, Self
 
 from django.db import models
@@ -252,6 +253,15 @@ class Grant(models.Model):
         blank=True,
         help_text="Sensitive GraphQL mutations allowed by name (none by default).",
     )
+    # Past it the grant refuses as if it were absent; null: the grant does not expire.
+    expires_at = models.DateTimeField(null=True, blank=True, default=None)
+    # Rules `{"methods"?: [...], "paths"?: [...]}`: a brokered call that matches one needs a
+    # person's approval (services/consent/).
+    approve = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Calls that need a member's approval: rules of methods and path prefixes.",
+    )
 
     class Meta:
         ordering = ["agent_id", "service"]
@@ -313,6 +323,20 @@ class AuditAction(models.TextChoices):
     OAUTH_CONNECT = "oauth.connect", "oauth.connect"
     OAUTH_CALLBACK = "oauth.callback", "oauth.callback"
     OAUTH_REFRESH = "oauth.refresh", "oauth.refresh"
+    # Consent: approvals of calls and agents' access requests (services/consent/).
+    APPROVAL_REQUESTED = "approval.requested", "approval.requested"
+    APPROVAL_APPROVED = "approval.approved", "approval.approved"
+    APPROVAL_DENIED = "approval.denied", "approval.denied"
+    APPROVAL_EXPIRED = "approval.expired", "approval.expired"
+    APPROVAL_USED = "approval.used", "approval.used"
+    ACCESS_REQUEST_CREATED = "access_request.created", "access_request.created"
+    ACCESS_REQUEST_APPROVED = "access_request.approved", "access_request.approved"
+    ACCESS_REQUEST_DENIED = "access_request.denied", "access_request.denied"
+    ACCESS_REQUEST_EXPIRED = "access_request.expired", "access_request.expired"
+    # Members of an account (the people who sign in to decide).
+    MEMBERS_CREATE = "members.create", "members.create"
+    MEMBERS_REMOVE = "members.remove", "members.remove"
+    MEMBERS_SIGN_IN = "members.sign_in", "members.sign_in"
 
 
 class AuditOutcome(models.TextChoices):
@@ -364,6 +388,9 @@ class AuditEvent(models.Model):
     # `KEY_ID:HMAC` over the digest and the completion of a call's event, which is written
     # outside the chained form once the call ends (services/audit.py).
     completion_mac = models.CharField(max_length=100, blank=True, default="")
+    # The member (their email) who acted, where a person signed in to credvault's pages made
+    # the change (a decision on an approval); canonical only when set.
+    member = models.CharField(max_length=254, blank=True, default="")
     prev_digest = models.CharField(max_length=64)
     digest = models.CharField(max_length=64)
 
@@ -468,3 +495,126 @@ class OAuthState(models.Model):
 
     def __repr__(self) -> str:
         return f"<OAuthState {self.pk}: account {self.account_id}, {self.provider}>"
+
+
+class Member(models.Model):
+    """A person who signs in to credvault's pages for one account, to decide what its agents
+    ask for: a Django user (its email is its username) tied to the account. Staff users are
+    not members unless made so."""
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="members")
+    user = models.OneToOneField(
+        "auth.User", on_delete=models.CASCADE, related_name="credvault_member"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["account_id", "created_at"]
+
+    def __str__(self) -> str:
+        return self.user.email
+
+    def __repr__(self) -> str:
+        return f"<Member {self.pk}: account {self.account_id}>"
+
+
+class SignInLink(models.Model):
+    """A one-time link at which a member sets their password: only the SHA-256 digest of its
+    secret is stored; it is used once and expires."""
+
+    member = models.ForeignKey(Member, on_delete=models.CASCADE, related_name="sign_in_links")
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True, default=None)
+
+    class Meta:
+        ordering = ["member_id", "-created_at"]
+        verbose_name = "sign-in link"
+
+    def __str__(self) -> str:
+        return "sign-in link"
+
+    def __repr__(self) -> str:
+        return f"<SignInLink {self.pk}: member {self.member_id}>"
+
+
+class ApprovalKind(models.TextChoices):
+    CALL = "call", "a brokered call"
+    ACCESS = "access", "an access request"
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    APPROVED = "approved", "approved"
+    DENIED = "denied", "denied"
+    EXPIRED = "expired", "expired"
+
+
+APPROVAL_ID_PREFIX = "apv_"
+
+
+def new_approval_id() -> str:
+    """An approval's id: `apv_` and 128 random bits, unguessable (it names the approval page)."""
+    return APPROVAL_ID_PREFIX + secrets.token_urlsafe(16)
+
+
+class Approval(models.Model):
+    """What an agent asks a person for: one brokered call (`call`, bound to the agent and the
+    digest of its service, method, path, query and body) or more access (`access`, the grants
+    asked with a reason). Decided once by a member or the account's token; pending ones live
+    here, so that a restart loses none. Holds no value: the body shown is redacted of the
+    account's stored values and cut, and the digest is of the request, not of a credential."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_approval_id)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="approvals")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="approvals")
+    kind = models.CharField(max_length=8, choices=ApprovalKind.choices)
+    status = models.CharField(
+        max_length=8, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    # Pending: until when a decision is awaited. Approved once: until when its one use may come.
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True, default=None)
+    # The member's email, or the account token's display prefix, that decided.
+    decided_by = models.CharField(max_length=254, blank=True, default="")
+    # A call: what was asked.
+    service = models.CharField(max_length=64, blank=True, default="")
+    method = models.CharField(max_length=7, blank=True, default="")
+    path = models.CharField(max_length=2048, blank=True, default="")
+    query = models.TextField(blank=True, default="")
+    body_shown = models.TextField(blank=True, default="")
+    body_cut = models.BooleanField(default=False)
+    digest = models.CharField(max_length=64, blank=True, default="")
+    # The `approve` rule of the grant that the call matched: "allow for N minutes" lets the
+    # agent's calls that match the same rule of the same service through until `allowed_until`.
+    rule = models.JSONField(default=dict, blank=True)
+    allowed_until = models.DateTimeField(null=True, blank=True, default=None)
+    # Allowed once: when its one call used it.
+    used_at = models.DateTimeField(null=True, blank=True, default=None)
+    # An access request: the grants asked (as in PUT /agents), why, for how long; and what the
+    # decision granted (equal to or narrower than asked).
+    services = models.JSONField(default=list, blank=True)
+    reason = models.CharField(max_length=500, blank=True, default="")
+    valid_for_minutes = models.PositiveIntegerField(null=True, blank=True, default=None)
+    granted = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["account_id", "-created_at"]
+        indexes = [
+            models.Index(fields=["agent", "status"], name="approval_agent_status"),
+            models.Index(fields=["account", "created_at"], name="approval_account_created"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=ApprovalKind.values), name="approval_kind"),
+            models.CheckConstraint(
+                condition=Q(status__in=ApprovalStatus.values), name="approval_status"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    def __repr__(self) -> str:
+        return f"<Approval {self.id}: account {self.account_id}, {self.kind} {self.status}>"

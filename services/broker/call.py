@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -49,6 +49,7 @@ from services.broker.redaction import Redaction
 from services.broker.redirects import followed
 from services.broker.streams import PassedOn
 from services.broker.tokens import refuse_carried_tokens
+from services.consent.approvals import APPROVAL_HEADER, AskedCall, admit_call, matching_rule
 from services.exceptions import (
     InvalidProxyPath,
     InvalidProxyRequest,
@@ -124,11 +125,22 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
             "credvault has no API address for this service: the operator can add it to the "
             "catalog with CREDVAULT_EXTRA_CATALOG."
         )
-    _refuse_sensitive(provider, found, methods, path)
+    rule = matching_rule(found.approve, methods=methods, path=path)
+    # A sensitive endpoint that an `approve` rule names is open, to approved calls only.
+    _refuse_sensitive(provider, found, methods, path, also=rule.get("paths", ()) if rule else ())
     refuse_sensitive_mutations(provider=provider, found=found, path=path, request=request)
     event = _Event(actor=actor, service=service, request=request, via=via)
     with ExitStack() as in_flight:
         in_flight.enter_context(call_in_flight(token_prefix=actor.token_prefix))
+        if rule is not None:
+            event.approval = admit_call(
+                actor=actor,
+                call=AskedCall(
+                    service, request.method, request.agent_path, request.query, request.body
+                ),
+                rule=rule,
+                named=request.headers.get(APPROVAL_HEADER, ""),
+            )
         try:
             sent = _call_provider(actor, service, provider, found, request, path, methods, event)
             landed = followed(
@@ -187,11 +199,13 @@ class _Event:
     records no second event). A call refused before anything was sent has none here: the view
     records its refusal."""
 
-    __slots__ = ("_actor", "_request", "_service", "_via", "written")
+    __slots__ = ("_actor", "_request", "_service", "_via", "approval", "written")
 
     def __init__(self, *, actor: Actor, service: str, request: ProxyRequest, via: str) -> None:
         self._actor, self._service, self._request, self._via = actor, service, request, via
         self.written: audit.EventRow | None = None
+        # The id of the approval the call went under, if it needed one: the event's target.
+        self.approval = ""
 
     def sending(self, sent_path: str) -> None:
         """The request is about to leave for the provider (again, after a refresh: once)."""
@@ -203,6 +217,7 @@ class _Event:
                 path=self._request.agent_path,
                 sent_path=sent_path,
                 via=self._via,
+                target=self.approval,
             )
 
     def complete(self, status: int, upstream_status: int | None, outcome: AuditOutcome) -> None:
@@ -238,17 +253,23 @@ def _check_grant(found: GrantedSet, methods: set[str], path: ProxyPath, base: Ba
 
 
 def _refuse_sensitive(
-    provider: catalog.Provider, found: GrantedSet, methods: set[str], path: ProxyPath
+    provider: catalog.Provider,
+    found: GrantedSet,
+    methods: set[str],
+    path: ProxyPath,
+    *,
+    also: Sequence[str] = (),
 ) -> None:
     """SensitiveEndpointRefused for a call to an endpoint that mints, reveals or widens a
-    credential, unless the grant names its path explicitly (providers/sensitive.py)."""
+    credential, unless the grant names its path explicitly, or the `approve` rule the call
+    matched does (`also`: the call then needs an approval) (providers/sensitive.py)."""
     for method in methods:
         if sensitive.refused(
             provider.sensitive,
             method=method,
             path=path.text,
             segments=path.segments,
-            prefixes=found.paths,
+            prefixes=(*found.paths, *also),
         ):
             raise SensitiveEndpointRefused()
 

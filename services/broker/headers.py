@@ -42,6 +42,8 @@ DROPPED_REQUEST_HEADERS = frozenset(
         "expect",
         # The answer is read decoded, so that an echoed value can be redacted.
         "accept-encoding",
+        # The approval an agent repeats its call under is credvault's (services/consent/).
+        "x-credvault-approval",
     }
 )
 FORWARDED_PREFIX = "x-forwarded-"

@@ -3,7 +3,9 @@ matched against a grant's methods and path prefixes, segment by decoded segment.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, unquote, unquote_to_bytes
 
 from services.exceptions import InvalidProxyPath
@@ -87,10 +89,24 @@ def grant_allows(found: GrantedSet, method: str, path: ProxyPath) -> bool:
     """Whether the grant allows `method` on `path`: a path prefix matches whole decoded
     segments (`/repos` allows `/repos` and `/repos/x`, never `/reposx`; `/projects/acme` never
     `/projects/acme%2Fother`)."""
-    if method not in found.methods:
-        return False
-    for prefix in found.paths:
+    return method in found.methods and _under(found.paths, path)
+
+
+def _under(prefixes: Iterable[str], path: ProxyPath) -> bool:
+    """Whether `path` is under one of the path prefixes, whole decoded segment by segment."""
+    for prefix in prefixes:
         wanted = _prefix_segments(prefix)
         if path.segments[: len(wanted)] == wanted:
             return True
     return False
+
+
+def rule_allows(rule: Mapping[str, Any], method: str, path: ProxyPath) -> bool:
+    """Whether an `approve` rule (`{"methods"?, "paths"?}`) covers `method` on `path`: a rule
+    without methods covers every method, without paths every path; its prefixes match as a
+    grant's do."""
+    methods = rule.get("methods")
+    if methods and method not in methods:
+        return False
+    prefixes = rule.get("paths")
+    return not prefixes or _under(prefixes, path)

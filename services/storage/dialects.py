@@ -89,7 +89,8 @@ class Dialect:
         # without fields: nothing stored; otherwise the fields of one committed store.
         self.read_granted_set = (
             "SELECT g.access, g.methods, g.paths, s.key_type, s.connected_at, s.generation, "
-            "s.status, g.base, g.graphql, f.id, f.key_name, f.key_id, f.ciphertext "
+            "s.status, g.base, g.graphql, g.expires_at, g.approve, "
+            "f.id, f.key_name, f.key_id, f.ciphertext "
             f"FROM {table(Grant)} g "
             f"LEFT JOIN {table(ConnectedService)} s "
             "ON s.account_id = %s AND s.service = g.service "

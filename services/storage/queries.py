@@ -168,6 +168,9 @@ class GrantedSet:
     # The one base of the service the grant covers (`router`, `host`); "" for every base.
     base: str = ""
     graphql: tuple[str, ...] = ()
+    # When the grant expires (None: never), and its rules of calls that need an approval.
+    expires_at: datetime | None = None
+    approve: tuple[dict[str, Any], ...] = ()
 
 
 def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> GrantedSet | None:
@@ -181,7 +184,8 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
     if not rows:
         return None
     access, methods, paths, key_type, connected_at, generation, status, base, graphql = rows[0][:9]
-    fields = tuple(StoredField(*row[9:]) for row in rows if row[9] is not None)
+    expires_at, approve = rows[0][9:11]
+    fields = tuple(StoredField(*row[11:]) for row in rows if row[11] is not None)
     return GrantedSet(
         access,
         tuple(_json_list(methods)),
@@ -193,6 +197,8 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
         fields,
         base,
         graphql=tuple(_json_list(graphql)),
+        expires_at=dialect.read_datetime(expires_at),
+        approve=tuple(_json_list(approve)),
     )
 
 

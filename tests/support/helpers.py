@@ -94,13 +94,24 @@ class Api:
         return self.client.delete(f"/api/v1/services/credentials/{service}", headers=self.headers())
 
 
+# The members a problem adds beside `errors`, by its code.
+_APPROVAL = {"approvalId", "approvalUrl", "expiresAt"}
+PROBLEM_EXTENSIONS = {
+    "verification_failed": {"reason"},
+    **{
+        code: _APPROVAL
+        for code in ("approval_required", "approval_pending", "approval_denied", "approval_expired")
+    },
+}
+
+
 def assert_problem(response, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status, response.content
     assert response["Content-Type"] == "application/problem+json"
     assert response["Cache-Control"] == "no-store"
     body = json.loads(response.content)
     assert set(body) >= PROBLEM_KEYS
-    extensions = {"errors"} | ({"reason"} if code == "verification_failed" else set())
+    extensions = {"errors"} | PROBLEM_EXTENSIONS.get(code, set())
     assert set(body) - PROBLEM_KEYS <= extensions
     assert body["type"] == "about:blank"
     assert body["status"] == status
