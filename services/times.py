@@ -12,10 +12,10 @@ import re
 from datetime import UTC, datetime
 
 RFC3339_RULE = "An RFC 3339 date and time with its offset, such as 2026-12-01T09:00:00Z."
-# RFC 3339's date-time (section 5.6): a full date, `T` (or a space, or `t`), a full time with
+# RFC 3339's date-time (section 5.6): a full date, `T` (or `t`), a full time with
 # optional fractions of a second, and the offset, `Z` or `+hh:mm`.
 _RFC3339 = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})"
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})"
 )
 
 

@@ -131,6 +131,7 @@ class TestBadInput:
             ({"expiresAt": "past"}, "services[0].expiresAt", "invalid"),
             ({"expiresAt": "2030-01-01"}, "services[0].expiresAt", "invalid"),
             ({"expiresAt": "2030-01-01T00:00:00"}, "services[0].expiresAt", "invalid"),
+            ({"expiresAt": "2030-01-01 00:00:00Z"}, "services[0].expiresAt", "invalid"),
             ({"expiresAt": "2030-02-30T00:00:00Z"}, "services[0].expiresAt", "invalid"),
             ({"expiresAt": 1893456000}, "services[0].expiresAt", "invalid"),
             ({"approve": {}}, "services[0].approve", "invalid_type"),
