@@ -36,15 +36,17 @@ def granted_set(*, actor: Actor, service: str) -> GrantedSet | None:
     found = queries.read_granted_set(
         account_id=actor.account_id, agent_id=actor.agent_id, service=service
     )
-    if found is not None and grant_expired(found.expires_at):
+    if found is not None and found.expires_at is not None and grant_expired(found.expires_at):
         raise NotGranted(expired_detail(found.expires_at))
     return found
 
 
-def expired_detail(expires_at: datetime | None) -> str:
+def expired_detail(expires_at: datetime) -> str:
     """The detail of the refusal of an expired grant."""
-    when = f" at {rfc3339(expires_at)}" if expires_at is not None else ""
-    return f"This agent's grant for the service expired{when}; the account can grant it again."
+    return (
+        f"This agent's grant for the service expired at {rfc3339(expires_at)}; the account "
+        "can grant it again."
+    )
 
 
 def opened(*, actor: Actor, service: str, found: GrantedSet) -> OpenedSet:

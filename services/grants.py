@@ -1,21 +1,16 @@
-"""A grant: which service an agent may use, and how (`access`, `methods`, `paths`, `graphql`),
-until when (`expires_at`) and which calls need a person's approval (`approve`).
+"""A grant: which service an agent may use, and how (`access`, `methods`, `paths`, `graphql`,
+`base`), until when (`expires_at`), and which calls need a person's approval (`approve`).
 
-The one owner of the grant rules: the access is `proxy` (brokered calls only, the default) or
-`read` (the plaintext read too); the methods are some of PROXY_METHODS; each path prefix starts
-with `/`, holds no empty, `.` or `..` segment, control character, `?`, `#`, backslash or `@`,
-and is at most MAX_GRANT_PATH_CHARS long, at most MAX_GRANT_PATHS of them; `graphql` names, at
-most MAX_GRANT_MUTATIONS of them, sensitive GraphQL mutations that the service's catalog entry
-lists (providers/graphql_operations.py), which the grant then allows; an agent holds at most
-MAX_GRANTS grants, one per service; a grant covers every base of its service (the API base, the
-catalog's other `bases`, the hosts of its `host_pattern`), or only the one `base` it names,
-which must be one the catalog gives the service; `expires_at`, where set, is in the future
-when given; `approve` holds at most MAX_APPROVE_RULES rules, each `{methods?, paths?}`: some
-of the grant's own methods (a method it refuses needs no approval) and path prefixes under the
-grant paths' rule, at most MAX_GRANT_PATHS; a rule without methods covers every method, without
-paths every path, so `{}` covers every call of the grant. `checked_grants` enforces every rule, and
-`services.agents.put_agent` calls it: the API's serializers (which state the same limits in
-the OpenAPI document, from these constants) and `create_agent` only translate their input.
+The one owner of the grant rules: the access is `proxy` (the default) or `read`; the methods
+are some of PROXY_METHODS; each path prefix starts with `/`, holds no empty, `.` or `..`
+segment, control character, `?`, `#`, backslash or `@`, at most MAX_GRANT_PATH_CHARS long and
+MAX_GRANT_PATHS of them; `graphql` names at most MAX_GRANT_MUTATIONS of the sensitive GraphQL
+mutations the service's catalog entry lists; `base`, where set, is one the catalog gives the
+service; `expires_at`, where set, is in the future when given; `approve` holds at most
+MAX_APPROVE_RULES rules (`approve_errors`). An agent holds at most MAX_GRANTS grants, one per
+service. `checked_grants` enforces every rule, and `services.agents.put_agent` calls it: the
+API's serializers (which state the same limits in the OpenAPI document, from these constants)
+and `create_agent` only translate their input.
 """
 
 from __future__ import annotations
