@@ -1,6 +1,7 @@
 """An agent's access to a stored set: the one owner of "the set this grant may use now".
 
-`granted_set` reads the agent's grant for a service with the stored set, in one statement;
+`granted_set` reads the agent's grant for a service with the stored set, in one statement, and
+refuses a grant past its expiry as if it were absent (403 not_granted, saying it expired);
 `usable_set` opens it, refreshing an OAuth set first when it expires within
 CREDVAULT_REFRESH_AHEAD; `refreshed_set` refreshes a set the provider no longer takes (at most
 once a minute per service) and reads the grant again. The agent read (services/agents.py) and
@@ -10,25 +11,41 @@ removed or a connection that needs the person again is refused the same way on e
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 
 from providers.identifiers import OAUTH
 from services.audit import Actor
 from services.exceptions import NotGranted, ReauthorizationRequired, ServiceNotConnected
+from services.grants import grant_expired
 from services.models import ServiceStatus
 from services.oauth.refresh import refresh_service
 from services.sealed import OpenedSet, open_set
 from services.set_expiry import refresh_due
 from services.storage import queries
+from services.times import rfc3339
 
 GrantedSet = queries.GrantedSet
 
 
 def granted_set(*, actor: Actor, service: str) -> GrantedSet | None:
     """The agent's grant for `service` with the stored set, in one statement: None without a
-    grant, `fields` empty when nothing is stored."""
-    return queries.read_granted_set(
+    grant, `fields` empty when nothing is stored; NotGranted, saying so, when the grant has
+    expired."""
+    found = queries.read_granted_set(
         account_id=actor.account_id, agent_id=actor.agent_id, service=service
+    )
+    if found is not None and found.expires_at is not None and grant_expired(found.expires_at):
+        raise NotGranted(expired_detail(found.expires_at))
+    return found
+
+
+def expired_detail(expires_at: datetime) -> str:
+    """The detail of the refusal of an expired grant."""
+    return (
+        f"This agent's grant for the service expired at {rfc3339(expires_at)}; the account "
+        "can grant it again."
     )
 
 

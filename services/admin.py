@@ -223,6 +223,12 @@ class AgentTokenAdmin(TokenAdmin):
     ]
 
 
+def _rule_shown(rule: dict[str, list[str]]) -> str:
+    methods = ", ".join(rule["methods"]) if "methods" in rule else "every method"
+    paths = f" under {', '.join(rule['paths'])}" if "paths" in rule else ""
+    return "every call" if not rule else f"{methods}{paths}"
+
+
 class GrantInline(admin.TabularInline):
     model = Grant
     fields = (
@@ -232,6 +238,8 @@ class GrantInline(admin.TabularInline):
         "allowed_paths",
         "base",
         "allowed_mutations",
+        "expires_at",
+        "approval_rules",
         "created_at",
     )
     readonly_fields = fields
@@ -255,6 +263,11 @@ class GrantInline(admin.TabularInline):
     @admin.display(description="GraphQL mutations")
     def allowed_mutations(self, grant: Grant) -> str:
         return ", ".join(grant.graphql)
+
+    @admin.display(description="calls that need approval")
+    def approval_rules(self, grant: Grant) -> str:
+        """Each rule as `POST, DELETE under /repos`; `every call` for a rule of neither."""
+        return "; ".join(map(_rule_shown, grant.approve))
 
 
 @admin.register(Agent)

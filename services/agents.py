@@ -115,6 +115,8 @@ def _put_once(*, actor: Actor, name: str, services: list[GrantSpec]) -> AgentPut
                 paths=list(grant.paths),
                 base=grant.base,
                 graphql=list(grant.graphql),
+                expires_at=grant.expires_at,
+                approve=[rule.as_json() for rule in grant.approve],
             )
             for grant in services
         )

@@ -8,7 +8,15 @@ the chain was built on). It is formatted from the fields with `%`, about twice a
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
+
+RFC3339_RULE = "An RFC 3339 date and time with its offset, such as 2026-12-01T09:00:00Z."
+# RFC 3339's date-time (section 5.6): a full date, `T` (or `t`), a full time with
+# optional fractions of a second, and the offset, `Z` or `+hh:mm`.
+_RFC3339 = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})"
+)
 
 
 def rfc3339(moment: datetime) -> str:
@@ -24,3 +32,18 @@ def rfc3339(moment: datetime) -> str:
         moment.second,
         moment.microsecond,
     )
+
+
+def parse_rfc3339(text: str) -> datetime | None:
+    """The aware datetime that an RFC 3339 date-time names, in UTC; None for any other text
+    (a date alone, no offset, a month 13). Fractions beyond microseconds are cut."""
+    matched = _RFC3339.fullmatch(text)
+    if matched is None:
+        return None
+    day, time, fraction, offset = matched.groups()
+    micro = (fraction or "")[:6].ljust(6, "0")
+    offset = "+00:00" if offset in ("Z", "z") else offset
+    try:
+        return datetime.fromisoformat(f"{day}T{time}.{micro}{offset}").astimezone(UTC)
+    except (ValueError, OverflowError):  # a month 13; a year 9999 ahead of UTC
+        return None

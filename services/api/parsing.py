@@ -40,10 +40,11 @@ from services.exceptions import (
     UnsupportedMediaType,
     field_error,
 )
-from services.grants import Given, GrantSpec
+from services.grants import ApproveRule, Given, GrantSpec
 from services.masking import Secret
 from services.models import PROXY_METHODS, WHOLE_API, GrantAccess
 from services.sealed import OpenedSet
+from services.times import RFC3339_RULE, parse_rfc3339
 
 _MEMBER_NAME_SHOWN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -183,6 +184,12 @@ def _whole(low: int, high: int) -> Check:
     return check
 
 
+def _moment(value: Any, where: str) -> Errors:
+    if isinstance(value, str) and parse_rfc3339(value) is not None:
+        return []
+    return _error(where, FieldErrorCode.INVALID, RFC3339_RULE)
+
+
 def _choice(values: tuple[str, ...]) -> Check:
     def check(value: Any, where: str) -> Errors:
         if value in values and isinstance(value, str):
@@ -279,6 +286,8 @@ def compile_shape(field: serializers.Field) -> Check:
     """The check of what `field` (a serializer or one of its fields) describes."""
     if isinstance(field, GrantEntryField):
         return _text_or_object(compile_shape(field.text), compile_shape(field.grant))
+    if isinstance(field, serializers.DateTimeField):
+        return _moment
     if isinstance(field, serializers.ChoiceField):
         return _choice(tuple(str(choice) for choice in field.choices))
     if isinstance(field, serializers.ListField):
@@ -371,6 +380,11 @@ def parse_grants(data: Any) -> list[Given]:
                 paths=entry.get("paths", (WHOLE_API,)),
                 base=entry.get("base", ""),
                 graphql=entry.get("graphql", ()),
+                expires_at=parse_rfc3339(entry["expiresAt"]) if "expiresAt" in entry else None,
+                approve=[
+                    ApproveRule.given(methods=rule.get("methods"), paths=rule.get("paths"))
+                    for rule in entry.get("approve", ())
+                ],
             ),
             where,
             service_field,

@@ -102,7 +102,8 @@ def _conversion(field: serializers.Field[Any, Any, Any, Any]) -> Callable[[Any],
     if isinstance(field, serializers.ListField):
         return list
     if isinstance(field, serializers.DateTimeField):
-        return _optional_time if field.allow_null else rfc3339
+        # A moment that may be null, or left out (a member the shape does not require).
+        return _optional_time if field.allow_null or not field.required else rfc3339
     if isinstance(field, RevealedField):
         return Secret.reveal
     if isinstance(field, serializers.CharField) and field.allow_null:

@@ -283,7 +283,20 @@ CREDENTIAL_EXAMPLES = request_examples(
         },
     }
 )
-AGENT_EXAMPLES = request_examples({"Grant two services": {"services": ["github", "slack"]}})
+AGENT_EXAMPLES = request_examples(
+    {
+        "Grant two services": {"services": ["github", "slack"]},
+        "A grant that expires and asks before it writes": {
+            "services": [
+                {
+                    "service": "github",
+                    "expiresAt": "2026-12-31T18:00:00Z",
+                    "approve": [{"methods": ["POST", "PUT", "PATCH", "DELETE"]}],
+                }
+            ]
+        },
+    }
+)
 OAUTH_CLIENT_EXAMPLES = request_examples(
     {
         "A GitHub OAuth app": {

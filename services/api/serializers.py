@@ -31,10 +31,12 @@ from services.grants import (
     GRANT_PATH_PATTERN,
     GRANT_PATH_RULE,
     GRAPHQL_NAME_RULE,
+    MAX_APPROVE_RULES,
     MAX_GRANT_MUTATIONS,
     MAX_GRANT_PATH_CHARS,
     MAX_GRANT_PATHS,
     MAX_GRANTS,
+    GrantSpec,
 )
 from services.models import (
     PROXY_METHODS,
@@ -203,8 +205,47 @@ class ProviderSerializer(serializers.Serializer):
     shapes = ProviderShapeSerializer(many=True)
 
 
+def _grant_paths(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(
+            max_length=MAX_GRANT_PATH_CHARS,
+            validators=[RegexValidator(GRANT_PATH_PATTERN, GRANT_PATH_RULE)],
+        ),
+        min_length=1,
+        max_length=MAX_GRANT_PATHS,
+        required=False,
+        **kwargs,
+    )
+
+
+class ApproveRuleSerializer(serializers.Serializer):
+    """Calls of a grant that need a person's approval: those of these methods under these
+    path prefixes. Without `methods` the rule covers every method, without `paths` every
+    path: `{}` covers every call of the grant."""
+
+    methods = serializers.ListField(
+        child=serializers.ChoiceField(choices=PROXY_METHODS),
+        min_length=1,
+        max_length=len(PROXY_METHODS),
+        required=False,
+        help_text="Some of the grant's own methods, upper case; absent: every method.",
+    )
+    paths = _grant_paths(
+        help_text="Path prefixes, matched by whole segments as a grant's are; absent: every "
+        "path. A sensitive endpoint named here is open to approved calls only."
+    )
+
+
+APPROVE_TEXT = (
+    "Calls that need a person's approval: a brokered call that matches one of these rules is "
+    "answered 403 approval_required (with the approval's page) until a member of the account "
+    f"allows it. At most {MAX_APPROVE_RULES} rules; a call goes under the first it matches."
+)
+
+
 class GrantSerializer(serializers.Serializer):
-    """One grant of an agent: a service and what the agent may do with it."""
+    """One grant of an agent: a service and what the agent may do with it. `expiresAt` and
+    `approve` appear only when set."""
 
     service = serializers.CharField(help_text="Normalized service identifier.")
     access = serializers.ChoiceField(choices=GrantAccess.choices)
@@ -226,6 +267,20 @@ class GrantSerializer(serializers.Serializer):
         "`/proxy/huggingface~router/...`; `host`: `/proxy/pinecone~host/{host}/...`); absent "
         "when it covers every base.",
     )
+    expiresAt = serializers.DateTimeField(
+        required=False,
+        help_text="When the grant expires: past it, it refuses as if absent (403 not_granted, "
+        "the detail saying it expired); absent when it does not expire.",
+    )
+    approve = serializers.ListField(
+        child=ApproveRuleSerializer(),
+        required=False,
+        help_text=APPROVE_TEXT + " Absent when no call needs one.",
+    )
+
+    @staticmethod
+    def show_approve(grant: GrantSpec) -> list[dict[str, list[str]]]:
+        return [rule.as_json() for rule in grant.approve]
 
 
 class GrantInputSerializer(serializers.Serializer):
@@ -244,16 +299,9 @@ class GrantInputSerializer(serializers.Serializer):
         required=False,
         help_text="HTTP methods allowed through the proxy, upper case; default all six.",
     )
-    paths = serializers.ListField(
-        child=serializers.CharField(
-            max_length=MAX_GRANT_PATH_CHARS,
-            validators=[RegexValidator(GRANT_PATH_PATTERN, GRANT_PATH_RULE)],
-        ),
-        min_length=1,
-        max_length=MAX_GRANT_PATHS,
-        required=False,
+    paths = _grant_paths(
         help_text="Path prefixes allowed through the proxy, matched by whole segments; "
-        "default ['/'].",
+        "default ['/']."
     )
     base = serializers.CharField(
         required=False,
@@ -275,6 +323,18 @@ class GrantInputSerializer(serializers.Serializer):
         "API keys, OAuth clients, webhooks, members, invitations) allowed by name; default "
         "none, so that every other operation passes and these are refused (403 "
         "sensitive_endpoint).",
+    )
+    expiresAt = serializers.DateTimeField(
+        required=False,
+        help_text="When the grant expires, RFC 3339 with its offset "
+        "(`2026-12-01T09:00:00Z`), in the future; past it, the grant refuses as if absent. "
+        "Default: never.",
+    )
+    approve = serializers.ListField(
+        child=ApproveRuleSerializer(),
+        max_length=MAX_APPROVE_RULES,
+        required=False,
+        help_text=APPROVE_TEXT + " Default: none.",
     )
 
 

@@ -37,6 +37,7 @@ from services.grants import PROXY_METHODS, GrantSpec
 from services.identifiers import service_identifier
 from services.models import Grant, ServiceStatus
 from services.storage import queries
+from services.times import rfc3339
 
 VIA = "mcp"
 NOT_CONNECTED = "not_connected"
@@ -67,7 +68,11 @@ def _docs_url(provider: catalog.Provider, key_type: str | None) -> str | None:
     return next((shape.check.docs for shape in shapes if shape.check is not None), None)
 
 
-def _why_not_callable(provider: catalog.Provider | None, status: str) -> str | None:
+def _why_not_callable(
+    grant: GrantSpec, provider: catalog.Provider | None, status: str
+) -> str | None:
+    if grant.expired():
+        return "not_granted"  # what call_api answers past the grant's expiry
     if status == NOT_CONNECTED:
         return "service_not_connected"
     if status == ServiceStatus.REAUTHORIZATION_REQUIRED:
@@ -81,7 +86,9 @@ def _why_not_callable(provider: catalog.Provider | None, status: str) -> str | N
 
 def list_services(*, actor: Actor) -> ToolResult:
     """The agent's grants, each with its provider, its docs, its stored set's key type and
-    status, and whether a call can be made now (`callable`, else `reason`)."""
+    status, and whether a call can be made now (`callable`, else `reason`); a grant's
+    `expiresAt` and `approve` rules where it has them (an expired grant is listed with its
+    expiry, not callable, so that the model can tell the person why)."""
     connected = {row.service: row for row in queries.list_services(account_id=actor.account_id)}
     entries = []
     for grant in _grants(actor):
@@ -89,7 +96,7 @@ def list_services(*, actor: Actor) -> ToolResult:
         row = connected.get(grant.service)
         status = row.status if row is not None else NOT_CONNECTED
         key_type = row.key_type if row is not None else None
-        reason = _why_not_callable(provider, status)
+        reason = _why_not_callable(grant, provider, status)
         entry: dict[str, object] = {
             "service": grant.service,
             "provider": provider.name if provider is not None else None,
@@ -105,6 +112,10 @@ def list_services(*, actor: Actor) -> ToolResult:
         }
         if grant.base:
             entry["base"] = grant.base
+        if grant.expires_at is not None:
+            entry["expiresAt"] = rfc3339(grant.expires_at)
+        if grant.approve:
+            entry["approve"] = [rule.as_json() for rule in grant.approve]
         bases = _bases(provider, grant) if provider is not None else {}
         if bases:
             entry["bases"] = bases
@@ -128,8 +139,8 @@ def _named(grant: GrantSpec) -> str:
 
 def definitions(*, actor: Actor) -> list[dict[str, Any]]:
     """The two tools as `tools/list` gives them, described for this agent: its granted
-    services by identifier and provider name."""
-    grants = _grants(actor)
+    services (those not expired) by identifier and provider name."""
+    grants = [grant for grant in _grants(actor) if not grant.expired()]
     named = ", ".join(_named(grant) for grant in grants) or "none yet"
     return [
         {

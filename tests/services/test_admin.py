@@ -26,7 +26,7 @@ from services.accounts import (
 )
 from services.agents import delete_agent, issue_agent_token, put_agent
 from services.audit import Actor
-from services.grants import GrantSpec, given_in_list
+from services.grants import ApproveRule, GrantSpec, given_in_list
 from services.management.listing import live_tokens, token_status
 from services.models import (
     Account,
@@ -387,3 +387,36 @@ def test_the_view_site_link_leads_to_a_real_page(staff):
     response = staff.get(link)
     assert response.status_code == 200
     assert b"/api/v1/schema" in response.content
+
+
+@pytest.mark.django_db
+def test_the_grants_inline_shows_a_grants_expiry_and_approve_rules_read_only(staff, alice):
+    expires = datetime(2999, 1, 2, 3, 4, 5, tzinfo=UTC)
+    put_agent(
+        actor=Actor.command(alice.pk),
+        name="bot",
+        services=given_in_list(
+            [
+                GrantSpec.given(
+                    "github",
+                    expires_at=expires,
+                    approve=[
+                        ApproveRule.given(methods=["DELETE", "POST"], paths=["/repos"]),
+                        ApproveRule.given(paths=["/user/keys"]),
+                        ApproveRule.given(),
+                    ],
+                ),
+                GrantSpec.given("slack"),
+            ]
+        ),
+    )
+    detail = page(staff, f"/admin/services/agent/{Agent.objects.get().pk}/change/")
+    assert "Calls that need approval" in detail
+    assert utc(expires) in detail
+    shown = re.findall(r'<td class="field-approval_rules"><p>(.*?)</p></td>', detail)
+    assert shown == [
+        "POST, DELETE under /repos; every method under /user/keys; every call",
+        "",
+    ]
+    assert 'name="grants-0-expires_at' not in detail
+    assert 'name="grants-0-approve' not in detail

@@ -412,6 +412,7 @@ class TestNamesForClientGenerators:
             "AgentToken",
             "AgentTokenInfo",
             "AgentTokenInput",
+            "ApproveRule",
             "AuditAction",
             "AuditEvent",
             "AuditOutcome",

@@ -66,6 +66,8 @@ BAD_INPUT = [
     ("create_agent", ["acme", "bot", "--method", "FOO"], "invalid choice: 'FOO'"),
     ("create_agent", ["nobody", "bot"], "no account named 'nobody'"),
     ("create_agent", ["acme", "bot", "--path", "nope"], "--path 'nope'"),
+    ("create_agent", ["acme", "bot", "--expires-at", "soon"], "argument --expires-at: 'soon'"),
+    ("create_agent", ["acme", "bot", "--approve", "GO:/x"], "argument --approve: 'GO:/x'"),
     ("deactivate_account", ["nobody"], "no account named 'nobody'"),
     ("expire_token", ["cvt_nothere1"], "no token with prefix 'cvt_nothere1'"),
     ("expire_token", ["cvt_nothere1", "--in-days", "x"], "argument --in-days: invalid int"),
