@@ -3,9 +3,9 @@
 In 2026-07-28 a request that declares URL-mode elicitation
 (`_meta["io.modelcontextprotocol/clientCapabilities"]["elicitation"]["url"]`) is answered with
 that revision's URL interaction: an `InputRequiredResult` whose one input request, keyed by the
-approval id, is `elicitation/create` in mode `url` with the approval page. The client shows the
-person the page and retries the same `tools/call`; the gate finds the approval by the call's
-digest, so no `requestState` is needed. A retry that answers this approval is not asked again:
+approval id, is `elicitation/create` in mode `url` with the approval page (and the approval id
+as `elicitationId` too). The client shows the person the page and retries the same
+`tools/call`; the gate finds the approval by the call's digest, so no `requestState` is needed. A retry that answers this approval is not asked again:
 still undecided, it is the tool error `approval_pending`, so that no client loops on a prompt.
 
 Every other client, and the handshake revisions (whose capabilities a server without sessions
@@ -110,7 +110,14 @@ def input_required(ask: Ask) -> dict[str, Any]:
         "inputRequests": {
             ask.approval_id: {
                 "method": "elicitation/create",
-                "params": {"mode": "url", "message": message, "url": ask.url},
+                "params": {
+                    "mode": "url",
+                    "message": message,
+                    "url": ask.url,
+                    # The revision correlates by the key; clients that read the 2025-11-25
+                    # field (the `mcp` package's callback does) find the same id there.
+                    "elicitationId": ask.approval_id,
+                },
             }
         },
     }

@@ -89,6 +89,7 @@ class TestUrlElicitation:
                     "mode": "url",
                     "message": result["inputRequests"][approval.id]["params"]["message"],
                     "url": approval_url(approval.id),
+                    "elicitationId": approval.id,
                 },
             }
         }
