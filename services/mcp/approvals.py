@@ -5,8 +5,9 @@ In 2026-07-28 a request that declares URL-mode elicitation
 that revision's URL interaction: an `InputRequiredResult` whose one input request, keyed by the
 approval id, is `elicitation/create` in mode `url` with the approval page (and the approval id
 as `elicitationId` too). The client shows the person the page and retries the same
-`tools/call`; the gate finds the approval by the call's digest, so no `requestState` is needed. A retry that answers this approval is not asked again:
-still undecided, it is the tool error `approval_pending`, so that no client loops on a prompt.
+`tools/call`; the gate finds the approval by the call's digest, so no `requestState` is
+needed. A retry that answers this approval is not asked again: still undecided, it is the tool
+error `approval_pending`, so that no client loops on a prompt.
 
 Every other client, and the handshake revisions (whose capabilities a server without sessions
 does not know at `tools/call`), gets a tool error that names the problem, gives the page and

@@ -10,6 +10,8 @@ codes are listed in docs/mcp.md#the-protocol.
 
 Tool calls with a malformed `params` are -32602; arguments that do not fit the tool's schema
 are a tool result with `isError: true` (`invalid_arguments`), which a model can read and correct.
+A `call_api` that awaits a person's approval is, in 2026-07-28 for a request that declares
+URL-mode elicitation, that revision's URL interaction (services/mcp/approvals.py).
 """
 
 from __future__ import annotations
