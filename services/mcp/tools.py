@@ -158,8 +158,9 @@ def definitions(*, actor: Actor) -> list[dict[str, Any]]:
                 "Make an HTTP request to the API of a service granted to this agent, through "
                 "credvault: credvault adds the stored credential on the way out, and the answer "
                 "comes back with every credential value redacted. The path is below the "
-                "provider's API base (for GitHub, /user or /repos/OWNER/REPO). Granted "
-                f"services: {named}."
+                "provider's API base (for GitHub, /user or /repos/OWNER/REPO). A call that "
+                "needs a person's approval answers with the page to give them; once they have "
+                f"decided, call again with the same arguments. Granted services: {named}."
             ),
             "inputSchema": CALL_API_INPUT,
             "annotations": {"readOnlyHint": False, "openWorldHint": True},

@@ -137,6 +137,21 @@ class TestUrlElicitation:
         assert asked["resultType"] == "input_required"
         assert list(asked["inputRequests"]) != [approval_id]
 
+    def test_a_declined_page_is_not_asked_again_in_the_same_call(self, guarded):
+        _, token = guarded
+        (approval_id,) = call_api(token, ISSUE, capabilities=URL_MODE)["inputRequests"]
+        for action in ("decline", "cancel"):
+            responses = {approval_id: {"action": action}}
+            retried = call_api(token, ISSUE, capabilities=URL_MODE, inputResponses=responses)
+            assert tool_error(retried)["code"] == "approval_pending"
+
+    def test_the_tool_says_a_call_may_need_approval(self, guarded):
+        _, token = guarded
+        response = post(token, rpc("tools/list"), version=MODERN)
+        description = response.json()["result"]["tools"][1]["description"]
+        assert "approval" in description
+        assert "same arguments" in description
+
     @pytest.mark.parametrize(
         "capabilities",
         [{}, {"elicitation": {}}, {"elicitation": {"form": {}}}, {"elicitation": {"url": True}}],
