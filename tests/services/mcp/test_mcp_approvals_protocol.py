@@ -10,13 +10,15 @@ import json
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from services.consent.approvals import AskedCall, approval_url, call_digest
 from services.consent.decisions import Decider, approve_call, deny
 from services.mcp.tools import proxy_request
 from services.models import Approval, AuditEvent, Grant
-from tests.services.mcp.test_mcp import META, MODERN, post, rpc
 from tests.support.helpers import agent_token, creds, marked, put_agent
+
+MODERN = "2026-07-28"
 
 URL_MODE = {"elicitation": {"form": {}, "url": {}}}
 ISSUE = {
@@ -41,6 +43,33 @@ def guarded(alice_api, provider_server):
     return value, agent_token(alice_api, "bot")
 
 
+def rpc(method: str, params: dict | None = None) -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+
+
+def post(token: str, message: dict, *, version: str | None = None):
+    """One POST to /mcp; `version` sends MCP-Protocol-Version, and for 2026-07-28 the routing
+    headers and (unless the message has its own) a `_meta` that declares no capability."""
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    if version is not None:
+        headers["MCP-Protocol-Version"] = version
+    if version == MODERN:
+        headers["Mcp-Method"] = message["method"]
+        message["params"].setdefault("_meta", meta({}))
+        if message["method"] == "tools/call":
+            headers["Mcp-Name"] = message["params"]["name"]
+    return Client(raise_request_exception=False).post(
+        "/mcp", json.dumps(message), content_type="application/json", headers=headers
+    )
+
+
+def meta(capabilities: dict) -> dict:
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+
+
 def decider(alice) -> Decider:
     return Decider(account_id=alice.pk, request_id="test", member="person@example.com")
 
@@ -56,10 +85,7 @@ def call_api(
     """One tools/call of call_api; in 2026-07-28 with `capabilities` declared in `_meta`."""
     message = rpc("tools/call", {"name": "call_api", "arguments": arguments, **params})
     if version == MODERN:
-        message["params"]["_meta"] = {
-            **META,
-            "io.modelcontextprotocol/clientCapabilities": capabilities or {},
-        }
+        message["params"]["_meta"] = meta(capabilities or {})
     response = post(token, message, version=version)
     assert response.status_code == 200, response.content
     assert "error" not in response.json()
