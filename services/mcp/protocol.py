@@ -10,6 +10,8 @@ codes are listed in docs/mcp.md#the-protocol.
 
 Tool calls with a malformed `params` are -32602; arguments that do not fit the tool's schema
 are a tool result with `isError: true` (`invalid_arguments`), which a model can read and correct.
+A `call_api` that awaits a person's approval is, in 2026-07-28 for a request that declares
+URL-mode elicitation, that revision's URL interaction (services/mcp/approvals.py).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from enum import IntEnum
 from typing import Any
 
 from services.audit import Actor
-from services.mcp import tools
+from services.mcp import approvals, tools
 
 HANDSHAKE_VERSIONS = ("2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE = "2025-11-25"
@@ -221,7 +223,7 @@ def _handshake(actor: Actor, method: str, params: Mapping[str, Any], proxy_base:
     if method == "tools/list":
         return {"tools": tools.definitions(actor=actor)}
     if method == "tools/call":
-        return _call_tool(actor, params, proxy_base)
+        return _call_tool(actor, params, proxy_base, url_elicitation=False)
     raise RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
@@ -238,13 +240,20 @@ def _modern(actor: Actor, method: str, params: Mapping[str, Any], proxy_base: st
     elif method == "tools/list":
         result = {"tools": tools.definitions(actor=actor), "cacheScope": "private", "ttlMs": 0}
     elif method == "tools/call":
-        result = _call_tool(actor, params, proxy_base)
+        capabilities = params["_meta"][CLIENT_CAPABILITIES_META]  # checked by _check_envelope
+        url_elicitation = approvals.declares_url_elicitation(capabilities)
+        result = _call_tool(actor, params, proxy_base, url_elicitation=url_elicitation)
     else:
         raise RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}")
-    return {**result, "resultType": "complete"}
+    return {"resultType": "complete", **result}
 
 
-def _call_tool(actor: Actor, params: Mapping[str, Any], proxy_base: str) -> dict:
+def _call_tool(
+    actor: Actor, params: Mapping[str, Any], proxy_base: str, *, url_elicitation: bool
+) -> dict:
+    """The tool's result; `url_elicitation`: the request declares URL-mode elicitation (only
+    in 2026-07-28), so that a call awaiting a person's approval is that revision's URL
+    interaction, unless this very retry answers it already."""
     name = params.get("name")
     arguments = params.get("arguments", {})
     if arguments is None:
@@ -259,6 +268,9 @@ def _call_tool(actor: Actor, params: Mapping[str, Any], proxy_base: str) -> dict
         result = tools.call_api(actor=actor, arguments=arguments, proxy_base=proxy_base)
     else:
         raise RpcError(RpcCode.INVALID_PARAMS, f"Unknown tool: {name}")
+    ask = result.ask
+    if url_elicitation and ask is not None and not approvals.answered(params, ask.approval_id):
+        return approvals.input_required(ask)
     return {
         "content": [{"type": "text", "text": json.dumps(result.structured)}],
         "structuredContent": result.structured,

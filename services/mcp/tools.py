@@ -4,8 +4,11 @@
 recorded with `via: "mcp"`; its result is the provider's status, headers and body, at most
 CREDVAULT_MCP_MAX_RESULT bytes of it (a streamed answer cut there is recorded `cut`). A refusal
 is a tool result with `isError: true` and the problem's code, status and detail, recorded as
-the proxy route records one. No tool returns a stored value, whatever the grant; descriptions
-name the agent's own services only (docs/mcp.md#what-an-agent-sees).
+the proxy route records one; one that needs a person's approval carries it (`ToolResult.ask`)
+for the protocol to tell the client as its revision can (services/mcp/approvals.py). The same
+arguments always make the same request, so a repeated call meets the same approval. No tool
+returns a stored value, whatever the grant; descriptions name the agent's own services only
+(docs/mcp.md#what-an-agent-sees).
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ from services.broker.destination import named_base
 from services.broker.paths import MAX_PATH_LENGTH
 from services.broker.streams import StreamCut
 from services.broker.tokens import without_tokens
-from services.exceptions import ProblemError
+from services.exceptions import ApprovalProblem, ProblemError
 from services.grants import PROXY_METHODS, GrantSpec
 from services.identifiers import service_identifier
+from services.mcp import approvals
+from services.mcp.approvals import Ask
 from services.models import Grant, ServiceStatus
 from services.storage import queries
 from services.times import rfc3339
@@ -45,10 +50,12 @@ NOT_CONNECTED = "not_connected"
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """A tool's result: its structured content, and whether it is a refusal."""
+    """A tool's result: its structured content, whether it is a refusal, and the approval a
+    person can still decide when the refusal is that the call needs one."""
 
     structured: dict[str, Any]
     is_error: bool = False
+    ask: Ask | None = None
 
 
 class InvalidArguments(ValueError):
@@ -162,8 +169,9 @@ def definitions(*, actor: Actor) -> list[dict[str, Any]]:
                 "Make an HTTP request to the API of a service granted to this agent, through "
                 "credvault: credvault adds the stored credential on the way out, and the answer "
                 "comes back with every credential value redacted. The path is below the "
-                "provider's API base (for GitHub, /user or /repos/OWNER/REPO). Granted "
-                f"services: {named}."
+                "provider's API base (for GitHub, /user or /repos/OWNER/REPO). A call that "
+                "needs a person's approval answers with the page to give them; once they have "
+                f"decided, call again with the same arguments. Granted services: {named}."
             ),
             "inputSchema": CALL_API_INPUT,
             "annotations": {"readOnlyHint": False, "openWorldHint": True},
@@ -338,6 +346,11 @@ def call_api(*, actor: Actor, arguments: Mapping[str, Any], proxy_base: str) -> 
                 method=request.method,
                 path=without_tokens(request.agent_path),
                 status=problem.status_code,
+            )
+        if isinstance(problem, ApprovalProblem):
+            called = f"{request.method} {normalized}{without_tokens(request.agent_path)}"
+            return ToolResult(
+                approvals.refusal(problem), True, approvals.ask_of(problem, call=called)
             )
         return _refusal(problem.status_code, problem.default_code, str(problem.detail))
     return _result(answer)
