@@ -65,6 +65,8 @@ class FieldErrorCode(StrEnum):
     INVALID_SERVICE = "invalid_service"
     MISSING_FIELD = "missing_field"
     UNEXPECTED_FIELD = "unexpected_field"
+    # An approval of an access request that grants more than the agent asked for.
+    WIDER_THAN_ASKED = "wider_than_asked"
 
 
 def field_error(field: str, code: FieldErrorCode, message: str) -> dict[str, str]:
