@@ -78,10 +78,12 @@ def access_request_of(*, actor: Actor, approval_id: str) -> Approval:
     """The agent's own access request (a pending one past its expiry marked expired first),
     recorded `access_request.read`; another agent's, a call's approval or an unknown id is
     ApprovalNotFound."""
+    if actor.agent_id is None:
+        raise ApprovalNotFound()
     approval = Approval.objects.filter(
         id=approval_id, agent_id=actor.agent_id, kind=ApprovalKind.ACCESS
     ).first()
-    if approval is None or actor.agent_id is None:
+    if approval is None:
         raise ApprovalNotFound()
     if approval.status == ApprovalStatus.PENDING and approval.expires_at <= timezone.now():
         expire(approval)
@@ -164,13 +166,14 @@ def _reason_errors(reason: str) -> list[dict[str, str]]:
 def _checked(services: Sequence[Given], errors: list[dict[str, str]]) -> list[GrantSpec]:
     """The grants checked as PUT /agents checks them, at least one; InvalidRequest naming
     every error, `errors` (of the other members) included."""
+    errors = list(errors)
     grants: list[GrantSpec] = []
     try:
         grants = checked_grants(services)
     except InvalidRequest as refused:
-        errors = errors + list(refused.errors or [])
+        errors += refused.errors or []
     if not services:
-        errors = errors + [field_error("services", FieldErrorCode.INVALID_LENGTH, "At least one.")]
+        errors.append(field_error("services", FieldErrorCode.INVALID_LENGTH, "At least one."))
     if errors:
         raise InvalidRequest(errors=errors)
     return grants
