@@ -44,8 +44,8 @@ PROBLEM_DESCRIPTIONS = {
     404: "Not connected (service_not_connected), no such agent (agent_not_found), no such "
     "token (token_not_found), no approval or access request of the account (or of the "
     "agent) with the id (approval_not_found), no OAuth for the provider "
-    "(oauth_not_supported) or no OAuth client of the account for it (oauth_client_not_found), or no such path (not_found: a "
-    "path parameter holding `/`).",
+    "(oauth_not_supported) or no OAuth client of the account for it (oauth_client_not_found), "
+    "or no such path (not_found: a path parameter holding `/`).",
     405: "Method not allowed (method_not_allowed); see the Allow header.",
     408: "The body did not arrive within CREDVAULT_BODY_TIMEOUT (request_timeout); nothing "
     "was processed.",
