@@ -22,7 +22,13 @@ from django.utils import timezone
 from services import audit
 from services.audit import Actor, Operation
 from services.broker.paths import prefix_within
-from services.consent.approvals import check_pending_room, expire, expire_if_due
+from services.broker.redaction import redact
+from services.consent.approvals import (
+    account_values,
+    check_pending_room,
+    expire,
+    expire_if_due,
+)
 from services.consent.decisions import Decider, locked_pending, record_decision
 from services.exceptions import (
     ApprovalNotFound,
@@ -56,9 +62,11 @@ def request_access(
         raise NotGranted()
     errors = _reason_errors(reason) + minutes_errors(valid_for_minutes)
     grants = _checked(services, errors)
-    check_pending_room(agent_id=agent_id)
+    check_pending_room(agent_id=agent_id)  # before opening any set
+    shown = shown_reason(reason=reason, account_id=actor.account_id)
     now = timezone.now()
     with account_transaction(actor.account_id):
+        # Again under the account's lock: two racing asks cannot both take the last room.
         check_pending_room(agent_id=agent_id)
         approval = Approval.objects.create(
             account_id=actor.account_id,
@@ -67,7 +75,7 @@ def request_access(
             created_at=now,
             expires_at=now + ACCESS_REQUEST_TTL,
             services=[stored(grant) for grant in grants],
-            reason=reason,
+            reason=shown,
             valid_for_minutes=valid_for_minutes,
         )
         audit.record(actor, Operation.REQUEST_ACCESS, target=approval.id)
@@ -143,6 +151,13 @@ def approve_access(
         )
         record_decision(decider, Operation.APPROVE_ACCESS, approval)
     return approval
+
+
+def shown_reason(*, reason: str, account_id: int) -> str:
+    """The reason as stored and shown: every stored value of the account redacted (an agent
+    that reads a value cannot hand it to the page), cut to MAX_REASON_CHARS."""
+    redacted = redact(reason.encode(), account_values(account_id=account_id))
+    return redacted.decode(errors="replace")[:MAX_REASON_CHARS]
 
 
 def minutes_errors(valid_for_minutes: int | None) -> list[dict[str, str]]:

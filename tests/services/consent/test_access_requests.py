@@ -315,3 +315,16 @@ class TestApproving:
         body = read(bot, approval_id).json()
         assert (body["status"], "granted" in body) == ("denied", False)
         assert not Grant.objects.filter(service="github").exists()
+
+
+@pytest.mark.django_db
+def test_a_stored_value_in_the_reason_is_redacted(alice_api, bot):
+    value = marked("slack")
+    assert alice_api.store("slack", creds(api_key=value)).status_code == 201
+    approval_id = asked_id(bot, reason=f"Because {value} works.")
+    stored = Approval.objects.get(id=approval_id)
+    assert value not in stored.reason
+    assert "[REDACTED]" in stored.reason
+    listed = alice_api.client.get("/api/v1/approvals", headers=alice_api.headers())
+    assert value.encode() not in listed.content
+    assert value.encode() not in read(bot, approval_id).content
