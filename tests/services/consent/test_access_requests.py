@@ -129,6 +129,8 @@ class TestAsking:
         assert_problem(refused, 429, "too_many_pending")
         assert refused["Retry-After"] == "60"
         assert Approval.objects.filter(status="pending").count() == 5
+        recorded = AuditEvent.objects.get(action="access_request.created", outcome="refused")
+        assert (recorded.status, recorded.agent_name) == (429, "bot")
         assert_problem(call(bot, "POST", "github", "/repos/o/r9"), 429, "too_many_pending")
 
     def test_an_account_token_cannot_ask(self, alice_api):
