@@ -209,6 +209,8 @@ SPECTACULAR_SETTINGS = {
         "GrantAccess": "services.models.GrantAccess",
         "ProxyMethod": "services.models.PROXY_METHODS",
         "ServiceStatus": "services.models.ServiceStatus",
+        "ApprovalKind": "services.models.ApprovalKind",
+        "ApprovalStatus": "services.models.ApprovalStatus",
     },
     "TAGS": [
         {"name": "services", "description": "Connected services and their credentials."},
@@ -217,6 +219,10 @@ SPECTACULAR_SETTINGS = {
         {"name": "agent-tokens", "description": "The tokens of an agent."},
         {"name": "agent", "description": "What an agent does with its own token."},
         {"name": "audit", "description": "The account's audit trail."},
+        {
+            "name": "approvals",
+            "description": "A person's decisions on the calls and the access agents ask for.",
+        },
         {"name": "oauth", "description": "OAuth clients and connecting a provider in a browser."},
     ],
 }

@@ -6,7 +6,8 @@ provider on 127.0.0.1 that refuses every key, as GitHub refuses `ghp_example`), 
 `GET /api/v1/schema`, generates a Python client from it with openapi-python-client into a
 temporary directory under var/, imports it as generated (no edit) and walks: list, test, store,
 verify on store, a refused store, the provider list, an agent with a grant, its token, the agent
-read, brokered calls refused without a grant, the grant removed, the service removed, the agent
+read, brokered calls refused without a grant, an access request approved narrower and another
+denied, the grant removed, the service removed, the agent
 deleted, a token revoked, an OAuth client and a connect link, and the audit pages. Every answer
 must have the documented status and parse into the documented model. Prints the figures; exits
 non-zero naming the first mismatch.
@@ -175,6 +176,7 @@ def walk(w: Walk) -> tuple[int, int]:
     list_providers(w)
     token = agent_and_token(w)
     agent_reads_and_refused_calls(w, token)
+    access_asked_and_decided(w, token)
     grant_changes(w, token)
     service_and_agent_removed(w, token)
     token_revoked(w)
@@ -309,6 +311,49 @@ def agent_reads_and_refused_calls(w: Walk, token: str) -> None:
             path="user",
             client=agent,
         )
+
+
+def access_asked_and_decided(w: Walk, token: str) -> None:
+    """The agent asks for slack and reads its request; the account lists it and approves it
+    narrower, once (a second decision is refused); a second request is denied."""
+    agent = w.client(token)
+    method = w.model("ProxyMethod")
+    asked = w.model("AccessRequestInput")(
+        services=[w.model("GrantInput")(service="slack", methods=[method("GET"), method("POST")])],
+        reason="Post the weekly summary.",
+        valid_for_minutes=60,
+    )
+    made = w.call(
+        "agent", "agent_request_access", 201, "AccessRequestCreated", body=asked, client=agent
+    )
+    shown = w.call(
+        "agent",
+        "agent_read_access_request",
+        200,
+        "AccessRequest",
+        approval_id=made.id,
+        client=agent,
+    )
+    expect("access request read", (str(shown.status), shown.reason), ("pending", asked.reason))
+    listed = w.call("approvals", "list_approvals", 200, "Approval")
+    expect("approvals listed", [(a.id, str(a.kind)) for a in listed], [(made.id, "access")])
+    narrower = w.model("ApproveInput")(
+        services=[w.model("GrantInput")(service="slack", methods=[method("GET")])],
+        valid_for_minutes=30,
+    )
+    approved = w.call("approvals", "approve", 200, "Approval", approval_id=made.id, body=narrower)
+    expect(
+        "access granted",
+        [(g.service, list(map(str, g.methods))) for g in approved.granted],
+        [("slack", ["GET"])],
+    )
+    w.problem("approvals", "approve", 409, "approval_decided", approval_id=made.id, body=narrower)
+    again = w.call(
+        "agent", "agent_request_access", 201, "AccessRequestCreated", body=asked, client=agent
+    )
+    denied = w.call("approvals", "deny", 200, "Approval", approval_id=again.id)
+    expect("access request denied", str(denied.status), "denied")
+    w.problem("approvals", "deny", 404, "approval_not_found", approval_id="apv_unknown")
 
 
 def grant_changes(w: Walk, token: str) -> None:

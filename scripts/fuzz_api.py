@@ -27,9 +27,12 @@ from tests.support.stand_ins import ProviderServer
 WORK = BASE_DIR / "var" / "fuzz"
 CONFIG = BASE_DIR / "schemathesis.toml"
 AGENT_READ = "agent_read_credentials"
-# The agent API's operations: the read and the brokered calls (to the fake provider).
+# The agent API's operations: the read, the access requests and the brokered calls (to the
+# fake provider).
 AGENT_OPERATIONS = [
     AGENT_READ,
+    "agent_request_access",
+    "agent_read_access_request",
     *(f"agent_proxy_{method}" for method in ("get", "post", "put", "patch", "delete")),
 ]
 

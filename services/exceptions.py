@@ -65,6 +65,8 @@ class FieldErrorCode(StrEnum):
     INVALID_SERVICE = "invalid_service"
     MISSING_FIELD = "missing_field"
     UNEXPECTED_FIELD = "unexpected_field"
+    # An approval of an access request that grants more than the agent asked for.
+    WIDER_THAN_ASKED = "wider_than_asked"
 
 
 def field_error(field: str, code: FieldErrorCode, message: str) -> dict[str, str]:
@@ -547,6 +549,11 @@ class TooManyPending(ProblemError):
         "This agent has the most pending approvals and access requests allowed; wait for a "
         "member to decide them, or for them to expire."
     )
+    # A decision or an expiry frees room; a minute is a polite wait before asking again.
+    RETRY_SECONDS = 60
+
+    def __init__(self) -> None:
+        super().__init__(headers={"Retry-After": str(self.RETRY_SECONDS)})
 
 
 class ApprovalNotFound(ProblemError):

@@ -333,6 +333,8 @@ class AuditAction(models.TextChoices):
     ACCESS_REQUEST_APPROVED = "access_request.approved", "access_request.approved"
     ACCESS_REQUEST_DENIED = "access_request.denied", "access_request.denied"
     ACCESS_REQUEST_EXPIRED = "access_request.expired", "access_request.expired"
+    APPROVALS_LIST = "approvals.list", "approvals.list"
+    ACCESS_REQUEST_READ = "access_request.read", "access_request.read"
     # Members of an account (the people who sign in to decide).
     MEMBERS_CREATE = "members.create", "members.create"
     MEMBERS_REMOVE = "members.remove", "members.remove"

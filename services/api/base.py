@@ -12,6 +12,7 @@ authentication, or from the body, noted by the view).
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any, cast
 
 from django.http import HttpResponse
@@ -26,6 +27,10 @@ from services.api.throttling import TokenRateThrottle
 from services.audit import Operation
 from services.exceptions import InvalidIdentifier
 from services.identifiers import agent_name, service_identifier
+from services.models import APPROVAL_ID_PREFIX
+
+# An approval's id as `new_approval_id` makes it: only such a text is noted as a refusal's target.
+APPROVAL_ID = re.compile(re.escape(APPROVAL_ID_PREFIX) + r"[A-Za-z0-9_-]{22}")
 
 
 class JSONOnlyNegotiation(BaseContentNegotiation):
@@ -39,6 +44,12 @@ class JSONOnlyNegotiation(BaseContentNegotiation):
         return renderer, renderer.media_type
 
 
+def _approval_id(text: str) -> str:
+    if not APPROVAL_ID.fullmatch(text):
+        raise InvalidIdentifier()
+    return text
+
+
 def note_subject(context: RequestContext, path: dict[str, str]) -> None:
     """What the path names (a service, an agent), for the audit event of a refusal, even one
     that comes before the view runs (a revoked token). A name that cannot be normalized is
@@ -46,6 +57,7 @@ def note_subject(context: RequestContext, path: dict[str, str]) -> None:
     for parameter, attribute, normalized in (
         ("service", "service", service_identifier),
         ("name", "target", agent_name),
+        ("approval_id", "target", _approval_id),
     ):
         if parameter in path:
             with contextlib.suppress(InvalidIdentifier):

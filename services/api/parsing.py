@@ -355,11 +355,14 @@ def read_credential_input(request: Request) -> CredentialInput:
     return parse_credential_input(read_json_body(request))
 
 
-def parse_grants(data: Any) -> list[Given]:
-    """`{"services": [...]}` of a PUT of an agent: each entry, a service identifier (the
-    default grant) or an object, as a grant with the fields it came from. The grant rules
-    themselves (one grant per service among them) are `put_agent`'s."""
-    errors = shape_errors(_shape_of(AgentInputSerializer), data)
+def parse_grants(
+    data: Any, shape: type[serializers.Serializer] = AgentInputSerializer
+) -> list[Given]:
+    """`{"services": [...]}` of a PUT of an agent (or the `services` of another `shape`, an
+    access request's): each entry, a service identifier (the default grant) or an object, as a
+    grant with the fields it came from. The grant rules themselves (one grant per service
+    among them) are the business function's."""
+    errors = shape_errors(_shape_of(shape), data)
     entries = data.get("services") if isinstance(data, dict) else None
     named: list[tuple[str, str, str, dict]] = []
     for index, raw in enumerate(entries if isinstance(entries, list) else []):

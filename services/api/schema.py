@@ -42,9 +42,10 @@ PROBLEM_DESCRIPTIONS = {
     "`graphql` does not name (sensitive_endpoint), or a plaintext read under a grant "
     "for brokered calls only (read_not_granted).",
     404: "Not connected (service_not_connected), no such agent (agent_not_found), no such "
-    "token (token_not_found), no OAuth for the provider (oauth_not_supported) or no OAuth "
-    "client of the account for it (oauth_client_not_found), or no such path (not_found: a "
-    "path parameter holding `/`).",
+    "token (token_not_found), no approval or access request of the account (or of the "
+    "agent) with the id (approval_not_found), no OAuth for the provider "
+    "(oauth_not_supported) or no OAuth client of the account for it (oauth_client_not_found), "
+    "or no such path (not_found: a path parameter holding `/`).",
     405: "Method not allowed (method_not_allowed); see the Allow header.",
     408: "The body did not arrive within CREDVAULT_BODY_TIMEOUT (request_timeout); nothing "
     "was processed.",
@@ -52,7 +53,8 @@ PROBLEM_DESCRIPTIONS = {
     "credvault cannot make calls for the service (not_proxyable), the provider refused to "
     "refresh its OAuth set (reauthorization_required: the person connects it again), or "
     "refused the OAuth client itself while refreshing it (oauth_client_misconfigured: the "
-    "account corrects its client; nothing changed).",
+    "account corrects its client; nothing changed), or the approval was decided already or "
+    "expired (approval_decided: a decision is final).",
     411: "A chunked body without Content-Length on a server that cannot mark its end "
     "(length_required). gunicorn marks it; other WSGI servers may not.",
     413: f"Body over {BODY_LIMIT}, or a brokered call's over CREDVAULT_PROXY_MAX_BODY "
@@ -64,7 +66,8 @@ PROBLEM_DESCRIPTIONS = {
     422: "With ?verify=required: the provider did not accept the set (verification_failed, "
     "with `reason`); nothing was stored.",
     429: "Rate limit of the token reached, or its brokered calls in flight at "
-    "CREDVAULT_PROXY_MAX_CONCURRENT (rate_limited); see Retry-After.",
+    "CREDVAULT_PROXY_MAX_CONCURRENT (rate_limited); see Retry-After. An agent already waiting "
+    "on 5 decisions, its call approvals and access requests together (too_many_pending).",
     500: "Internal error (internal_error), with no detail of the cause.",
     502: "A brokered call got no usable answer: the provider could not be reached or its "
     "address is not a public one (upstream_unavailable), its answer is over "

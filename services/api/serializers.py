@@ -26,6 +26,8 @@ from providers.identifiers import (
 from providers.listing import shapes_text
 from providers.verification import Reason
 from services.bearer_tokens import MAX_LIFETIME_DAYS
+from services.consent.access import MAX_REASON_CHARS, MAX_VALID_MINUTES, grants_of
+from services.consent.approvals import MAX_ALLOW_MINUTES, approval_url
 from services.exceptions import FieldErrorCode, problem_code_choices
 from services.grants import (
     GRANT_PATH_PATTERN,
@@ -40,6 +42,9 @@ from services.grants import (
 )
 from services.models import (
     PROXY_METHODS,
+    Approval,
+    ApprovalKind,
+    ApprovalStatus,
     AuditAction,
     AuditEvent,
     AuditOutcome,
@@ -500,3 +505,166 @@ class ConnectInputSerializer(serializers.Serializer):
 class ConnectSerializer(serializers.Serializer):
     authorizeUrl = serializers.CharField(help_text="Where to send the person's browser.")
     expiresAt = serializers.DateTimeField(help_text="When the link stops working (10 minutes).")
+
+
+# --- Consent: approvals and access requests ---------------------------------------------------
+
+
+class AccessRequestInputSerializer(serializers.Serializer):
+    """An agent's request for more access: the grants it asks for, why, and for how long."""
+
+    services = serializers.ListField(
+        child=GrantEntryField(),
+        min_length=1,
+        max_length=MAX_GRANTS,
+        help_text="The grants asked for, as PUT /api/v1/agents/{name} takes them; each "
+        "replaces the agent's grant of its service when approved (its `approve` rules kept).",
+    )
+    reason = serializers.CharField(
+        min_length=1,
+        max_length=MAX_REASON_CHARS,
+        trim_whitespace=False,
+        validators=[RegexValidator(NO_NUL_PATTERN)],
+        error_messages={"invalid": "Must not contain NUL."},
+        help_text=f"Why, for the person who decides: 1 to {MAX_REASON_CHARS} characters.",
+    )
+    validForMinutes = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_VALID_MINUTES,
+        required=False,
+        help_text=f"For how long, 1 to {MAX_VALID_MINUTES} minutes (a year); for good when absent.",
+    )
+
+
+class ApproveInputSerializer(serializers.Serializer):
+    """A decision to approve; the body may be left out (a call: allowed once; an access
+    request: as asked). A call takes only `allowForMinutes`, an access request only
+    `services` and `validForMinutes` (the other kind's member is 400)."""
+
+    allowForMinutes = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_ALLOW_MINUTES,
+        required=False,
+        help_text=f"A call: allow the agent's calls that match the same `approve` rule for 1 to "
+        f"{MAX_ALLOW_MINUTES} minutes; absent: allow this one call once.",
+    )
+    services = serializers.ListField(
+        child=GrantEntryField(),
+        min_length=1,
+        max_length=MAX_GRANTS,
+        required=False,
+        help_text="An access request: the grants given, equal to or narrower than those asked "
+        "(each service asked, methods, paths, GraphQL mutations and base within the asked "
+        "ones, `read` only if asked; wider is 400 `wider_than_asked`); absent: as asked.",
+    )
+    validForMinutes = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_VALID_MINUTES,
+        required=False,
+        help_text="An access request: the grants expire after this many minutes, at most as "
+        "many as asked; absent: as asked (for good when the agent asked for no limit).",
+    )
+
+
+def _approval_link(approval: Approval) -> str:
+    return approval_url(approval.id)
+
+
+def _asked(approval: Approval) -> list[GrantSpec]:
+    return grants_of(approval.services)
+
+
+def _granted(approval: Approval) -> list[GrantSpec]:
+    return grants_of(approval.granted)
+
+
+class AccessRequestCreatedSerializer(serializers.Serializer):
+    """An access request as made: it waits for a member's decision at `approvalUrl`."""
+
+    id = serializers.CharField(help_text="The access request's id (`apv_...`).")
+    status = serializers.ChoiceField(choices=ApprovalStatus.choices)
+    approvalUrl = serializers.CharField(help_text="The page at which a member decides.")
+    expiresAt = serializers.DateTimeField(help_text="Until when it waits for a decision (24 h).")
+
+    show_approvalUrl = staticmethod(_approval_link)
+
+
+class AccessRequestSerializer(AccessRequestCreatedSerializer):
+    """An agent's access request as the agent sees it: what it asked and, once approved, what
+    it was granted."""
+
+    services = GrantSerializer(many=True, help_text="The grants asked for.")
+    reason = serializers.CharField()
+    validForMinutes = serializers.IntegerField(
+        required=False, help_text="For how long it asked; absent: for good."
+    )
+    decidedAt = serializers.DateTimeField(required=False, allow_null=True)
+    granted = GrantSerializer(
+        many=True, required=False, help_text="Approved: the grants the agent now holds."
+    )
+    allowedUntil = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="Approved for a time: when the granted grants expire; absent: for good.",
+    )
+
+    show_services = staticmethod(_asked)
+    show_granted = staticmethod(_granted)
+
+
+class ApprovalSerializer(serializers.Serializer):
+    """An approval of a brokered call (`kind` call: its service, method, path, query and body
+    as shown to the person) or an agent's access request (`kind` access: the grants asked, the
+    reason, for how long), with its decision once made. A member left out is empty."""
+
+    id = serializers.CharField(help_text="The approval's id (`apv_...`).")
+    kind = serializers.ChoiceField(choices=ApprovalKind.choices)
+    agent = serializers.CharField(source="agent.name", help_text="The agent that asked.")
+    status = serializers.ChoiceField(choices=ApprovalStatus.choices)
+    createdAt = serializers.DateTimeField()
+    expiresAt = serializers.DateTimeField(
+        help_text="Pending: until when it waits for a decision. A call allowed once: until "
+        "when its one call may come; for N minutes: when that ends."
+    )
+    approvalUrl = serializers.CharField(help_text="The page at which a member decides.")
+    service = serializers.CharField(required=False, help_text="A call: the service.")
+    method = serializers.CharField(required=False, help_text="A call: its method.")
+    path = serializers.CharField(
+        required=False, help_text="A call: its path as the agent spelled it after the service."
+    )
+    query = serializers.CharField(
+        required=False, help_text="A call: its query string, the account's stored values redacted."
+    )
+    body = serializers.CharField(
+        source="body_shown",
+        required=False,
+        help_text="A call: its body, the account's stored values redacted, cut at 4 KiB.",
+    )
+    bodyCut = serializers.BooleanField(required=False, help_text="A call: the body was cut.")
+    services = GrantSerializer(
+        many=True, required=False, help_text="An access request: the grants asked for."
+    )
+    reason = serializers.CharField(required=False, help_text="An access request: why.")
+    validForMinutes = serializers.IntegerField(
+        required=False, help_text="An access request: for how long it asked; absent: for good."
+    )
+    decidedAt = serializers.DateTimeField(required=False, allow_null=True)
+    decidedBy = serializers.CharField(
+        required=False, help_text="The member's email, or the account token's prefix."
+    )
+    allowedUntil = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="A call allowed for N minutes, or an access request approved for a time: "
+        "until when.",
+    )
+    usedAt = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="A call allowed once: when its call used it."
+    )
+    granted = GrantSerializer(
+        many=True, required=False, help_text="An access request approved: the grants given."
+    )
+
+    show_approvalUrl = staticmethod(_approval_link)
+    show_services = staticmethod(_asked)
+    show_granted = staticmethod(_granted)

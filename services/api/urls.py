@@ -1,6 +1,13 @@
 from django.urls import path, re_path
 
-from services.api import agent_views, audit_views, oauth_views, proxy_views, service_views
+from services.api import (
+    agent_views,
+    approval_views,
+    audit_views,
+    oauth_views,
+    proxy_views,
+    service_views,
+)
 
 # Any text at all, control characters included, to the very end (`\Z`: `$` also matches
 # before a final newline). The path's text is normalized exactly as the body's, so
@@ -45,6 +52,27 @@ urlpatterns = [
         "agents/<str:name>/tokens/<str:prefix>",
         agent_views.AgentTokenRevokeView.as_view(),
         name="agent-token",
+    ),
+    path(
+        "agent/access-requests",
+        approval_views.AccessRequestListView.as_view(),
+        name="agent-access-requests",
+    ),
+    path(
+        "agent/access-requests/<str:approval_id>",
+        approval_views.AccessRequestView.as_view(),
+        name="agent-access-request",
+    ),
+    path("approvals", approval_views.ApprovalListView.as_view(), name="approvals"),
+    path(
+        "approvals/<str:approval_id>/approve",
+        approval_views.ApproveView.as_view(),
+        name="approval-approve",
+    ),
+    path(
+        "approvals/<str:approval_id>/deny",
+        approval_views.DenyView.as_view(),
+        name="approval-deny",
     ),
     path("audit-events", audit_views.AuditEventListView.as_view(), name="audit-events"),
 ]

@@ -101,6 +101,13 @@ def _under(prefixes: Iterable[str], path: ProxyPath) -> bool:
     return False
 
 
+def prefix_within(prefix: str, prefixes: Iterable[str]) -> bool:
+    """Whether a grant's path prefix covers no path outside `prefixes`: it is one of them or
+    lies under one, whole decoded segment by segment (`/repos/x` lies within `/repos`)."""
+    wanted = _prefix_segments(prefix)
+    return any(wanted[: len(outer)] == outer for outer in map(_prefix_segments, prefixes))
+
+
 def rule_allows(rule: Mapping[str, Any], method: str, path: ProxyPath) -> bool:
     """Whether an `approve` rule (`{"methods"?, "paths"?}`) covers `method` on `path`: a rule
     without methods covers every method, without paths every path; its prefixes match as a

@@ -28,7 +28,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from services import audit
@@ -47,6 +46,7 @@ from services.exceptions import (
 )
 from services.models import Approval, ApprovalKind, ApprovalStatus, ConnectedService
 from services.sealed import open_set
+from services.storage.transactions import account_transaction
 from services.times import rfc3339
 
 # An agent's pending approvals and access requests at once: more is 429 too_many_pending.
@@ -195,7 +195,7 @@ def _answer(
 
 def _use(actor: Actor, approval: Approval, *, now: datetime) -> bool:
     """Take an approved "allow once" for this call: exactly one of two racing calls wins."""
-    with transaction.atomic():
+    with account_transaction(approval.account_id):
         won = Approval.objects.filter(
             id=approval.id, status=ApprovalStatus.APPROVED, used_at__isnull=True
         ).update(used_at=now)
@@ -206,7 +206,7 @@ def _use(actor: Actor, approval: Approval, *, now: datetime) -> bool:
 
 def expire(approval: Approval) -> None:
     """A pending approval past its expiry becomes expired, once, and is recorded so."""
-    with transaction.atomic():
+    with account_transaction(approval.account_id):
         changed = Approval.objects.filter(
             id=approval.id, status=ApprovalStatus.PENDING, expires_at__lte=timezone.now()
         ).update(status=ApprovalStatus.EXPIRED)
@@ -217,6 +217,23 @@ def expire(approval: Approval) -> None:
                 else Operation.EXPIRE_APPROVAL
             )
             audit.record(Actor.command(approval.account_id), operation, target=approval.id)
+
+
+def expire_if_due(*, account_id: int, approval_id: str) -> None:
+    """The account's pending approval `approval_id`, if past its expiry, marked expired in a
+    transaction of its own: a decision refused on it (409) does not undo the marking."""
+    approval = (
+        Approval.objects.filter(
+            id=approval_id,
+            account_id=account_id,
+            status=ApprovalStatus.PENDING,
+            expires_at__lte=timezone.now(),
+        )
+        .only("id", "kind", "account_id")
+        .first()
+    )
+    if approval is not None:
+        expire(approval)
 
 
 def check_pending_room(*, agent_id: int) -> None:
@@ -239,10 +256,12 @@ def _ask(
     now: datetime,
 ) -> str:
     """A new pending approval of this call, recorded `approval.requested`: ApprovalRequired."""
-    check_pending_room(agent_id=agent_id)
+    check_pending_room(agent_id=agent_id)  # before opening any set
     values = account_values(account_id=actor.account_id)
     body, cut = shown_body(body=call.body, values=values)
-    with transaction.atomic():
+    with account_transaction(actor.account_id):
+        # Again under the account's lock: two racing asks cannot both take the last room.
+        check_pending_room(agent_id=agent_id)
         approval = Approval.objects.create(
             account_id=actor.account_id,
             agent_id=agent_id,

@@ -13,12 +13,11 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from services import audit
 from services.audit import Actor, Operation
-from services.consent.approvals import MAX_ALLOW_MINUTES, expire
+from services.consent.approvals import MAX_ALLOW_MINUTES, expire, expire_if_due
 from services.exceptions import (
     ApprovalDecided,
     ApprovalNotFound,
@@ -27,6 +26,7 @@ from services.exceptions import (
     field_error,
 )
 from services.models import Approval, ApprovalKind, ApprovalStatus
+from services.storage.transactions import account_transaction
 
 # The token prefix of the audit events of a member's decisions (the member's email is in the
 # event's `member`).
@@ -65,7 +65,7 @@ def approval_of(*, account_id: int, approval_id: str) -> Approval:
     return approval
 
 
-def _pending(*, decider: Decider, approval_id: str, kind: ApprovalKind | None) -> Approval:
+def locked_pending(*, decider: Decider, approval_id: str, kind: ApprovalKind | None) -> Approval:
     """The approval locked for its decision; ApprovalDecided unless it is pending and alive
     (one past its expiry is marked expired first)."""
     approval = (
@@ -101,8 +101,9 @@ def approve_call(
 ) -> Approval:
     """Allow the call once, or for `allow_for_minutes`."""
     check_allow_minutes(allow_for_minutes)
-    with transaction.atomic():
-        approval = _pending(decider=decider, approval_id=approval_id, kind=ApprovalKind.CALL)
+    expire_if_due(account_id=decider.account_id, approval_id=approval_id)
+    with account_transaction(decider.account_id):
+        approval = locked_pending(decider=decider, approval_id=approval_id, kind=ApprovalKind.CALL)
         now = timezone.now()
         approval.status = ApprovalStatus.APPROVED
         approval.decided_at = now
@@ -115,24 +116,25 @@ def approve_call(
         approval.save(
             update_fields=["status", "decided_at", "decided_by", "expires_at", "allowed_until"]
         )
-        _record(decider, Operation.APPROVE, approval)
+        record_decision(decider, Operation.APPROVE, approval)
     return approval
 
 
 def deny(*, decider: Decider, approval_id: str) -> Approval:
     """Refuse the call or the access request."""
-    with transaction.atomic():
-        approval = _pending(decider=decider, approval_id=approval_id, kind=None)
+    expire_if_due(account_id=decider.account_id, approval_id=approval_id)
+    with account_transaction(decider.account_id):
+        approval = locked_pending(decider=decider, approval_id=approval_id, kind=None)
         approval.status = ApprovalStatus.DENIED
         approval.decided_at = timezone.now()
         approval.decided_by = decider.name
         approval.save(update_fields=["status", "decided_at", "decided_by"])
         access = approval.kind == ApprovalKind.ACCESS
-        _record(decider, Operation.DENY_ACCESS if access else Operation.DENY, approval)
+        record_decision(decider, Operation.DENY_ACCESS if access else Operation.DENY, approval)
     return approval
 
 
-def _record(decider: Decider, operation: Operation, approval: Approval) -> None:
+def record_decision(decider: Decider, operation: Operation, approval: Approval) -> None:
     """The decision's event: its actor names the agent that asked."""
     audit.record(
         replace(decider.actor, agent_name=approval.agent.name),

@@ -94,6 +94,11 @@ class TestSchemaAndDocs:
             ("/api/v1/oauth-clients/{provider}", "put"),
             ("/api/v1/oauth-clients/{provider}", "delete"),
             ("/api/v1/connect/{provider}", "post"),
+            ("/api/v1/approvals", "get"),
+            ("/api/v1/approvals/{approval_id}/approve", "post"),
+            ("/api/v1/approvals/{approval_id}/deny", "post"),
+            ("/api/v1/agent/access-requests", "post"),
+            ("/api/v1/agent/access-requests/{approval_id}", "get"),
         }
         for name in ("accountToken", "agentToken"):
             scheme = doc["components"]["securitySchemes"][name]
@@ -101,8 +106,11 @@ class TestSchemaAndDocs:
         for path, item in doc["paths"].items():
             for method in ("put", "post"):
                 # A brokered call's body is the provider's, of any media type, and optional;
-                # a new agent token's options and a connect's may be left out.
-                optional = path.endswith("/tokens") or path.startswith("/api/v1/connect/")
+                # a new agent token's options, a connect's and an approval's may be left out;
+                # a denial takes none.
+                optional = path.endswith(("/tokens", "/approve", "/deny")) or path.startswith(
+                    "/api/v1/connect/"
+                )
                 if method in item and not optional and "/proxy/" not in path:
                     body = item[method]["requestBody"]
                     assert body["required"] is True, (path, method)
@@ -112,6 +120,9 @@ class TestSchemaAndDocs:
         assert tokens_body.get("required", False) is False
         connect_body = doc["paths"]["/api/v1/connect/{provider}"]["post"]["requestBody"]
         assert connect_body.get("required", False) is False
+        approve_body = doc["paths"]["/api/v1/approvals/{approval_id}/approve"]["post"]
+        assert approve_body["requestBody"].get("required", False) is False
+        assert "requestBody" not in doc["paths"]["/api/v1/approvals/{approval_id}/deny"]["post"]
         agent_read = doc["paths"]["/api/v1/agent/credentials/{service}"]["get"]
         assert agent_read["security"] == [{"agentToken": []}]
 
@@ -405,6 +416,13 @@ class TestNamesForClientGenerators:
 
     def test_components_have_the_names_they_are_given(self, doc):
         assert set(doc["components"]["schemas"]) == {
+            "AccessRequest",
+            "AccessRequestCreated",
+            "AccessRequestInput",
+            "Approval",
+            "ApprovalKind",
+            "ApprovalStatus",
+            "ApproveInput",
             "Agent",
             "AgentCredential",
             "AgentCredentials",
@@ -516,6 +534,11 @@ class TestNamesForClientGenerators:
             "agent_read_credentials": ["agent"],
             **{f"agent_proxy_{m}": ["agent"] for m in ("get", "post", "put", "patch", "delete")},
             "list_audit_events": ["audit"],
+            "list_approvals": ["approvals"],
+            "approve": ["approvals"],
+            "deny": ["approvals"],
+            "agent_request_access": ["agent"],
+            "agent_read_access_request": ["agent"],
             **{
                 operation: ["oauth"]
                 for operation in (
@@ -533,5 +556,6 @@ class TestNamesForClientGenerators:
             "agent-tokens",
             "agent",
             "audit",
+            "approvals",
             "oauth",
         ]
