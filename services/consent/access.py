@@ -37,7 +37,7 @@ from services.exceptions import (
     NotGranted,
     field_error,
 )
-from services.grants import MAX_GRANTS, Given, GrantSpec, checked_grants
+from services.grants import MAX_GRANTS, ApproveRule, Given, GrantSpec, checked_grants
 from services.identifiers import service_identifier
 from services.models import Approval, ApprovalKind, ApprovalStatus, Grant, GrantAccess
 from services.storage.transactions import account_transaction
@@ -128,7 +128,12 @@ def approve_access(
             raise InvalidRequest(errors=errors)
         now = timezone.now()
         until = now + timedelta(minutes=minutes) if minutes else None
+        kept = dict(
+            Grant.objects.filter(agent_id=approval.agent_id).values_list("service", "approve")
+        )
         for grant in granted:
+            rules = [*kept.get(grant.service, [])]
+            rules += [rule.as_json() for rule in grant.approve if rule.as_json() not in rules]
             Grant.objects.update_or_create(
                 agent_id=approval.agent_id,
                 service=grant.service,
@@ -139,6 +144,7 @@ def approve_access(
                     "base": grant.base,
                     "graphql": list(grant.graphql),
                     "expires_at": until,
+                    "approve": rules,
                 },
             )
         approval.status = ApprovalStatus.APPROVED
@@ -187,6 +193,15 @@ def _checked(services: Sequence[Given], errors: list[dict[str, str]]) -> list[Gr
         grants = checked_grants(services)
     except InvalidRequest as refused:
         errors += refused.errors or []
+    for sent, entry, _ in services:
+        if sent.expires_at is not None:
+            # How long access lasts is the request's validForMinutes, which a person may shorten.
+            message = "An access request's grants last validForMinutes; expiresAt is not taken."
+            errors.append(
+                field_error(
+                    f"{entry}.expiresAt" if entry else "expiresAt", FieldErrorCode.INVALID, message
+                )
+            )
     if not services:
         errors.append(field_error("services", FieldErrorCode.INVALID_LENGTH, "At least one."))
     if errors:
@@ -228,6 +243,9 @@ def wider_errors(*, asked: Sequence[GrantSpec], given: Sequence[Given]) -> list[
         if not set(grant.graphql) <= set(wanted.graphql):
             message = "A GraphQL mutation was not asked for."
             errors.append(field_error(f"{where}graphql", _WIDER, message))
+        if not set(wanted.approve) <= set(grant.approve):
+            message = "A rule of calls that need approval, asked for, is left out."
+            errors.append(field_error(f"{where}approve", _WIDER, message))
     return errors
 
 
@@ -240,6 +258,7 @@ def stored(grant: GrantSpec) -> dict[str, Any]:
         "paths": list(grant.paths),
         "base": grant.base,
         "graphql": list(grant.graphql),
+        "approve": [rule.as_json() for rule in grant.approve],
     }
 
 
@@ -253,6 +272,7 @@ def grants_of(entries: Sequence[dict[str, Any]]) -> list[GrantSpec]:
             paths=tuple(entry["paths"]),
             base=entry["base"],
             graphql=tuple(entry["graphql"]),
+            approve=tuple(map(ApproveRule.stored, entry.get("approve", ()))),
         )
         for entry in entries
     ]

@@ -303,6 +303,25 @@ class TestApproving:
         assert (grant.methods, grant.approve) == (["GET", "POST"], rules)
         assert Grant.objects.filter(agent__name="bot").count() == 1
 
+    def test_approve_rules_asked_are_kept_and_cannot_be_left_out(self, alice_api, bot):
+        rule = {"methods": ["POST"], "paths": ["/repos/acme"]}
+        approval_id = asked_id(bot, [{**ASKED, "approve": [rule]}])
+        problem = assert_problem(
+            approve(alice_api, approval_id, {"services": [ASKED]}), 400, "invalid_request"
+        )
+        assert [error["field"] for error in problem["errors"]] == ["services[0].approve"]
+        assert approve(alice_api, approval_id).status_code == 200
+        assert bots_grant("github").approve == [rule]
+
+    def test_an_expiry_inside_a_grant_asked_is_400(self, bot):
+        later = (timezone.now() + timedelta(hours=1)).isoformat()
+        problem = assert_problem(
+            ask(bot, {"services": [{**ASKED, "expiresAt": later}], "reason": "r"}),
+            400,
+            "invalid_request",
+        )
+        assert "services[0].expiresAt" in [error["field"] for error in problem["errors"]]
+
     def test_a_decision_is_final(self, alice_api, bot):
         approval_id = asked_id(bot)
         assert approve(alice_api, approval_id).status_code == 200
