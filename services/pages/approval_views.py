@@ -358,10 +358,12 @@ def _until(value: datetime, now: datetime) -> str:
 
 
 def _minutes_text(minutes: int) -> str:
-    if minutes % 60 == 0 and minutes >= 60:
-        hours = minutes // 60
-        return f"{hours} hour{'s' if hours != 1 else ''}"
-    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    """`45 minutes`, `2 hours`, `23 hours 59 minutes`."""
+    hours, rest = divmod(minutes, 60)
+    parts = [f"{hours} hour{'s' if hours != 1 else ''}"] if hours else []
+    if rest or not hours:
+        parts.append(f"{rest} minute{'s' if rest != 1 else ''}")
+    return " ".join(parts)
 
 
 # Characters a person cannot see or that reorder what they see (controls, bidirectional

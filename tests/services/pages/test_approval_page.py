@@ -237,7 +237,7 @@ class TestWhatItShows:
             "<code>POST /repos/octo/hello/issues</code>",
             "<code>labels=bug</code>",
             "{&quot;title&quot;: &quot;Deploy failed&quot;}",
-            "The grant asks a person for POST under /repos.",
+            "asks a person for POST under /repos.",
             f"Signed in as <strong>{EMAIL}</strong>, account <strong>alice</strong>",
             "Asked at",
             "Waits until",
