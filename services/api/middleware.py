@@ -26,6 +26,7 @@ from services.api.errors import database_unavailable
 from services.api.wsgi import ADMIN_PATH_PREFIX, CREDVAULT_ERROR_HEADER, PROXY_PATH_PREFIX
 from services.logs import escaped_path
 from services.oauth.connect import START_PATH
+from services.pages.approval_views import APPROVALS_PREFIX
 
 access_log = logging.getLogger("credvault.access")
 
@@ -94,18 +95,22 @@ class HealthProbeMiddleware:
         return probe(request) if probe is not None else self.get_response(request)
 
 
+# Where Django's sessions and signed-in users serve: the admin and the approval page.
+SESSION_PREFIXES = (ADMIN_PATH_PREFIX, APPROVALS_PREFIX)
+
+
 class _AdminOnly:
-    """A middleware of Django's that only the admin uses (its log-in session, its user, its
-    messages): any other request passes by it. The API, the MCP server and the OAuth pages
-    read no session, user or message; skipping the three saved about 4.5% of a brokered call's
-    instructions (docs/performance.md). Each is a subclass of Django's own, so that the
-    admin's system checks still find it."""
+    """A middleware of Django's that only the admin and the approval page use (their
+    sessions, their user, the admin's messages): any other request passes by it. The API, the
+    MCP server and the OAuth pages read no session, user or message; skipping the three saved
+    about 4.5% of a brokered call's instructions (docs/performance.md). Each is a subclass of
+    Django's own, so that the admin's system checks still find it."""
 
     # As Django's MiddlewareMixin declares them: the chain may answer later (async).
     get_response: Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
-        if not request.path_info.startswith(ADMIN_PATH_PREFIX):
+        if not request.path_info.startswith(SESSION_PREFIXES):
             return self.get_response(request)
         return super().__call__(request)  # type: ignore[misc]
 
