@@ -28,7 +28,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods
 
-from services.consent.access import approve_access
+from services.consent.access import approve_access, grants_of
 from services.consent.decisions import Decider, approval_of, approve_call, deny
 from services.exceptions import (
     ApprovalDecided,
@@ -37,7 +37,7 @@ from services.exceptions import (
     InvalidRequest,
     field_error,
 )
-from services.grants import Given, GrantSpec
+from services.grants import Given
 from services.models import Approval, ApprovalKind, ApprovalStatus, GrantAccess, Member
 
 APPROVALS_PREFIX = "/approvals/"
@@ -131,18 +131,7 @@ def _kept_services(asked: Sequence[Mapping[str, Any]], kept: list[str]) -> list[
         raise InvalidRequest(errors=[field_error("service", FieldErrorCode.INVALID, message)])
     if len(chosen) == len(asked):
         return None
-    return [Given(_grant(entry), f"services[{index}]") for index, entry in enumerate(chosen)]
-
-
-def _grant(entry: Mapping[str, Any]) -> GrantSpec:
-    return GrantSpec.given(
-        entry["service"],
-        access=entry.get("access", GrantAccess.PROXY),
-        methods=entry.get("methods", ()),
-        paths=entry.get("paths", ()),
-        base=entry.get("base", ""),
-        graphql=entry.get("graphql", ()),
-    )
+    return [Given(grant, f"services[{index}]") for index, grant in enumerate(grants_of(chosen))]
 
 
 def _minutes(given: str) -> int | None:
