@@ -13,7 +13,7 @@ removes a person's say over a call. The grants expire after the minutes granted,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -262,7 +262,7 @@ def stored(grant: GrantSpec) -> dict[str, Any]:
     }
 
 
-def grants_of(entries: Sequence[dict[str, Any]]) -> list[GrantSpec]:
+def grants_of(entries: Sequence[Mapping[str, Any]]) -> list[GrantSpec]:
     """Stored grants (`stored`) as GrantSpecs."""
     return [
         GrantSpec(
