@@ -97,12 +97,14 @@ def admit_waiting(
             if left <= 0:
                 _apply(problem, applied)
                 raise
-            applied = f"wait={wait}"
-            give_back_connections()
-            ROOM.wait(problem.approval_id, timeout=left)
+            waited_on = problem.approval_id
         except ProblemError as problem:
             _apply(problem, applied)
             raise
+        # Outside the handler: the problem's traceback, and the frames it keeps, are freed.
+        applied = f"wait={wait}"
+        give_back_connections()
+        ROOM.wait(waited_on, timeout=left)
 
 
 def _apply(problem: ProblemError, applied: str) -> None:
