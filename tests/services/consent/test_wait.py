@@ -7,15 +7,19 @@ wakes them)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from credvault.configuration import SETTINGS
 from services.consent import waiting
 from services.consent.decisions import Decider, approve_call, deny
 from services.consent.waiting import WaitingRoom, read_wait
@@ -228,6 +232,15 @@ class TestTheWaitAsked:
             assert answer.status_code == 200
             assert not answer.has_header("Preference-Applied")
             assert sent_prefer(provider_server.requests[-1]) == sent
+
+
+def test_nginx_waits_longer_than_the_longest_held_call():
+    """The production nginx's read timeout of brokered calls outlasts the default longest wait."""
+    conf = (Path(settings.BASE_DIR) / "deploy" / "nginx.conf").read_text(encoding="utf-8")
+    location = conf.split("location /api/v1/agent/proxy/ {", 1)[1].split("}", 1)[0]
+    [seconds] = re.findall(r"proxy_read_timeout (\d+)s;", location)
+    [default] = [s.default for s in SETTINGS if s.name == "CREDVAULT_APPROVAL_MAX_WAIT"]
+    assert int(seconds) > int(default)
 
 
 class TestReadWait:
