@@ -4,14 +4,19 @@ each worker's waiting room polling the database."""
 
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
+from django.conf import settings
+from django.db import connection
 
 from services.consent.decisions import Decider, approve_call, deny
 from services.models import Approval, ApprovalStatus, Grant
+from services.storage.backends.idle import LIMIT as IDLE_LIMIT
 from tests.support.harness import Gunicorn
 from tests.support.helpers import (
     PROXY_PREFIX,
@@ -50,14 +55,71 @@ def _until_pending(count: int) -> list[Approval]:
         time.sleep(0.05)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_decision_in_another_process_wakes_the_held_calls(alice_api, alice, provider_server):
+def _guarded(alice_api) -> str:
+    """Alice's github set and agent `bot`, whose POSTs under /repos need an approval."""
     assert alice_api.store("github", creds(api_key=marked("gh"))).status_code == 201
     assert put_agent(alice_api, "bot", ["github"], access=None).status_code == 201
     Grant.objects.filter(agent__name="bot").update(
         approve=[{"methods": ["POST"], "paths": ["/repos"]}]
     )
-    token = agent_token(alice_api, "bot")
+    return agent_token(alice_api, "bot")
+
+
+def _database_connections(worker: int) -> int:
+    """The worker's open connections to the test database: its open files of the SQLite
+    database, or PostgreSQL's backends of the database (but the test's own)."""
+    if connection.vendor == "sqlite":
+        name = settings.DATABASES["default"]["NAME"]
+        links = []
+        for fd in Path(f"/proc/{worker}/fd").iterdir():
+            try:
+                links.append(os.readlink(fd))
+            except OSError:
+                continue
+        return links.count(str(name))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fifty_held_calls_hold_no_database_connection(alice_api, alice, provider_server):
+    """50 calls held in one worker: its open database connections stay within its pool of
+    idle ones (which a held call gives its own back to), where a held connection each would
+    be 50."""
+    token = _guarded(alice_api)
+    env = served_env(
+        {"github": provider_server.url},
+        CREDVAULT_APPROVAL_MAX_WAIT="60",
+        CREDVAULT_PROXY_MAX_CONCURRENT="60",
+    )
+    decider = Decider(account_id=alice.pk, request_id="test", member="person@example.com")
+    with Gunicorn(env, workers=1) as server, ThreadPoolExecutor(50) as pool:
+        [worker] = server.worker_pids()
+        asked = requests.post(
+            f"{server.url}{PROXY_PREFIX}/github/repos/o/a/issues",
+            data=b'{"t":1}',
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            timeout=30,
+        )
+        assert asked.status_code == 403
+        held = [pool.submit(_held, server.url, token, "/repos/o/a/issues", 40) for _ in range(50)]
+        time.sleep(3)  # every call asked and waits
+        assert [future.result()[0].content for future in held if future.done()] == []
+        connections = _database_connections(worker)
+        deny(decider=decider, approval_id=asked.json()["approvalId"])
+        answers = [future.result(30)[0] for future in held]
+    assert connections <= IDLE_LIMIT + 1
+    assert {answer.json()["code"] for answer in answers} == {"approval_denied"}
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_in_another_process_wakes_the_held_calls(alice_api, alice, provider_server):
+    token = _guarded(alice_api)
     provider_server.answer(201, {"id": 1})
     env = served_env({"github": provider_server.url}, CREDVAULT_APPROVAL_MAX_WAIT="60")
     decider = Decider(account_id=alice.pk, request_id="test", member="person@example.com")
