@@ -25,7 +25,10 @@ agent read, and the test operation of a custom service (`no_verifier`); then, wh
 scripts/bench_proxy.py (as every tree with the proxy route does), scripts/bench_proxy.py's
 brokered call `proxy`: `GET /api/v1/agent/proxy/github/user` with the token of an agent whose
 grant is `github` with the default brokered access (its own account, holding a github set),
-which must answer 200 throughout its warm-up. GitHub is stood in for by scripts/bench_proxy.py's
+which must answer 200 throughout its warm-up; and, when the tree has consent
+(services/consent/approvals.py), `approved`: the same call by the same account's agent
+`approver`, whose grant's approve rule covers it, under a standing "allow for 30 minutes"
+(asked and decided in the seeding). GitHub is stood in for by scripts/bench_proxy.py's
 upstream (`python -m scripts.bench_proxy --upstream PORT`: asyncio, HTTP/1.1 with keep-alive, a
 fixed 40-byte JSON body with its Content-Length) on 127.0.0.1, started for each run as a
 process of its own, not under callgrind, so its work is not counted;

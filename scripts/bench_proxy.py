@@ -39,8 +39,19 @@ Two more figures of the time to first byte, beside the machine's cores, say what
 CONCURRENT_STREAMS streams started in the same millisecond (each waits for the others' start
 on the cores: a burst, not the target's measure), and as many run one after another (credvault's
 own added time with nothing queueing). Last, one worker holding MEMORY_STREAMS streams at once:
-its RSS before and with them all open, per stream, beside the target of 64 KiB. A measurement;
-nothing is asserted.
+its RSS before and with them all open, per stream, beside the target of 64 KiB.
+
+Consent: in the same rounds, `approved`, the `proxy` call made by the agent `approver`, whose
+grant's approve rule covers GET /user, under its standing "allow for 30 minutes" (asked once and
+decided by `manage.py shell` before the rounds): its workers' CPU per call over the `proxy`
+call's, beside the target of at most APPROVED_CPU_FACTOR. Then one worker (room for
+HELD_CALLS connections) holding HELD_CALLS repeats of a POST that waits for a decision
+(`Prefer: wait=120`): its RSS before and once the worker is quiet with them all held, per call,
+beside the target of 64 KiB; its open connections to the database file meanwhile; the
+latencies of /healthz, the account's service list and an agent read answered meanwhile; and,
+once another process (`manage.py shell`) denied the approval, how long after its command ended
+the last held call was answered, with every answer's code. `--consent-only` runs just these,
+the rounds of `proxy` and `approved` alone. A measurement; nothing is asserted.
 """
 
 from __future__ import annotations
