@@ -420,7 +420,8 @@ SETTINGS: tuple[Setting, ...] = (
         "120",
         "0 to 600 seconds",
         "the longest `Prefer: wait=N` a brokered call may hold for a decision; a longer wait "
-        "asked is cut to it ([consent](consent.md))",
+        "asked is cut to it ([consent](consent.md)); above 120, raise nginx's "
+        "`proxy_read_timeout` of brokered calls above it",
         least=0,
         most=600,
         check=Check(id="credvault.E025"),

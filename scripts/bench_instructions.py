@@ -25,7 +25,10 @@ agent read, and the test operation of a custom service (`no_verifier`); then, wh
 scripts/bench_proxy.py (as every tree with the proxy route does), scripts/bench_proxy.py's
 brokered call `proxy`: `GET /api/v1/agent/proxy/github/user` with the token of an agent whose
 grant is `github` with the default brokered access (its own account, holding a github set),
-which must answer 200 throughout its warm-up. GitHub is stood in for by scripts/bench_proxy.py's
+which must answer 200 throughout its warm-up; and, when the tree has consent
+(services/consent/approvals.py), `approved`: the same call by the same account's agent
+`approver`, whose grant's approve rule covers it, under a standing "allow for 30 minutes"
+(asked and decided in the seeding). GitHub is stood in for by scripts/bench_proxy.py's
 upstream (`python -m scripts.bench_proxy --upstream PORT`: asyncio, HTTP/1.1 with keep-alive, a
 fixed 40-byte JSON body with its Content-Length) on 127.0.0.1, started for each run as a
 process of its own, not under callgrind, so its work is not counted;
@@ -82,6 +85,8 @@ HAS_BASELINE = (BASE_DIR / "scripts" / "bench_urls.py").is_file()
 SETTINGS = "scripts.bench_settings" if HAS_BASELINE else "credvault.settings"
 # The brokered call, answered by scripts/bench_proxy.py's upstream (both came with the route).
 HAS_PROXY = (BASE_DIR / "scripts" / "bench_proxy.py").is_file()
+# The same call under a grant's approve rule, with a standing approval (consent came with it).
+HAS_CONSENT = (BASE_DIR / "services" / "consent" / "approvals.py").is_file()
 PROXY = "/api/v1/agent/proxy/github/user"
 FIELDS = {  # scripts/bench.py's 3-field set
     "api_key": "sk-bench-0123456789abcdef",
@@ -126,6 +131,7 @@ ENDPOINTS = [
         {"service": "my-internal-api", "credentials": CREDENTIALS},
     ),
     *([Endpoint("proxy", "GET", PROXY, "proxy", status=200)] if HAS_PROXY else []),
+    *([Endpoint("approved", "GET", PROXY, "approved", status=200)] if HAS_CONSENT else []),
 ]
 ENDPOINT_NAMES = [endpoint.name for endpoint in ENDPOINTS]
 
@@ -244,7 +250,29 @@ def seed(tokens_file: Path) -> None:
         store(owner, "github", [{"keyName": "api_key", "value": FIELDS["api_key"]}])
         command("create_agent", "proxy", "broker", "--service", "github")
         tokens["proxy"] = command("issue_agent_token", "proxy", "broker")
+    if HAS_CONSENT:  # the same account's agent whose grant asks; its call allowed for 30 min
+        tokens["approved"] = allowed_for_half_an_hour(client, command)
     tokens_file.write_text(json.dumps(tokens))
+
+
+def allowed_for_half_an_hour(client, command) -> str:
+    """The `proxy` account's agent `approver`, whose grant's approve rule covers GET /user: its
+    call asked once and allowed for 30 minutes. Its token."""
+    from services.consent.decisions import Decider, approve_call
+    from services.models import Account, Grant
+
+    command("create_agent", "proxy", "approver", "--service", "github")
+    Grant.objects.filter(agent__name="approver").update(
+        approve=[{"methods": ["GET"], "paths": ["/user"]}]
+    )
+    token = command("issue_agent_token", "proxy", "approver")
+    response = send(client, Endpoint("ask", "GET", PROXY), token)
+    if response.status_code != 403:
+        raise RuntimeError(f"the approver's call answered {response.status_code}")
+    account = Account.objects.get(name="proxy")
+    decider = Decider(account_id=account.pk, request_id="bench", member="bench@example.com")
+    approve_call(decider=decider, approval_id=response.json()["approvalId"], allow_for_minutes=30)
+    return token
 
 
 # --- the child, under callgrind (`--child TOKENS_FILE`) ----------------------------------------

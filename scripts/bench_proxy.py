@@ -39,8 +39,19 @@ Two more figures of the time to first byte, beside the machine's cores, say what
 CONCURRENT_STREAMS streams started in the same millisecond (each waits for the others' start
 on the cores: a burst, not the target's measure), and as many run one after another (credvault's
 own added time with nothing queueing). Last, one worker holding MEMORY_STREAMS streams at once:
-its RSS before and with them all open, per stream, beside the target of 64 KiB. A measurement;
-nothing is asserted.
+its RSS before and with them all open, per stream, beside the target of 64 KiB.
+
+Consent: in the same rounds, `approved`, the `proxy` call made by the agent `approver`, whose
+grant's approve rule covers GET /user, under its standing "allow for 30 minutes" (asked once and
+decided by `manage.py shell` before the rounds): its workers' CPU per call over the `proxy`
+call's, beside the target of at most APPROVED_CPU_FACTOR. Then one worker (room for
+HELD_CALLS connections) holding HELD_CALLS repeats of a POST that waits for a decision
+(`Prefer: wait=120`): its RSS before and once the worker is quiet with them all held, per call,
+beside the target of 64 KiB; its open connections to the database file meanwhile; the
+latencies of /healthz, the account's service list and an agent read answered meanwhile; and,
+once another process (`manage.py shell`) denied the approval, how long after its command ended
+the last held call was answered, with every answer's code. `--consent-only` runs just these,
+the rounds of `proxy` and `approved` alone. A measurement; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -182,6 +193,7 @@ class Setup:
     upstream_url: str
     account_token: str
     agent: str
+    approver: str
 
 
 @contextmanager
@@ -207,7 +219,10 @@ def bench_setup() -> Iterator[Setup]:
         account_token = manage(env, "issue_token", "bench")
         manage(env, "create_agent", "bench", "bot", "--service", "github")
         agent = manage(env, "issue_agent_token", "bench", "bot")
-        yield Setup(env, upstream_url, account_token, agent)
+        manage(env, "create_agent", "bench", APPROVER, "--service", "github", "--read")
+        manage(env, "shell", "-c", APPROVE_RULES_SET)
+        approver = manage(env, "issue_agent_token", "bench", APPROVER)
+        yield Setup(env, upstream_url, account_token, agent, approver)
     finally:
         upstream.terminate()
         upstream.wait(10)
@@ -360,6 +375,206 @@ def memory_per_stream(env: dict[str, str], agent: str) -> tuple[int, int, int]:
     return before, held, peak
 
 
+# --- consent: a standing approval, and calls held for a decision ----------------------------
+
+# An agent like `bot` whose grant asks: GET /user and POST /repos... need an approval.
+APPROVER = "approver"
+APPROVE_RULES_SET = (
+    "from services.models import Grant; Grant.objects.filter(agent__name='approver').update("
+    "approve=[{'methods': ['GET'], 'paths': ['/user']}, "
+    "{'methods': ['POST'], 'paths': ['/repos']}])"
+)
+# A call under a standing "allow for 30 minutes": its workers' CPU per call, at most this many
+# times the same call's without a rule.
+APPROVED_CPU_FACTOR = 1.10
+# Calls held by `Prefer: wait` in one worker, and what each may cost it.
+HELD_CALLS = 1000
+HELD_PER_CALL_KIB = 64
+HELD_PATH = PROXY_PATH + "/repos/o/r/issues"
+HELD_BODY = json.dumps({"title": "held"}).encode()  # as `request` sends its first call
+# The requests answered beside the held calls, each PROBES times.
+PROBES = 20
+DECIDE = (
+    "from services.consent.decisions import Decider, {function}; "
+    "from services.models import Approval; a = Approval.objects.get(id='{approval_id}'); "
+    "{function}(decider=Decider(account_id=a.account_id, request_id='bench', "
+    "token_prefix='bench'), approval_id=a.id{more})"
+)
+
+
+def decide(env: dict[str, str], approval_id: str, *, allow_minutes: int | None) -> None:
+    """A decision made by another process (`manage.py shell`), as an operator's would be."""
+    function = "deny" if allow_minutes is None else "approve_call"
+    more = "" if allow_minutes is None else f", allow_for_minutes={allow_minutes}"
+    code = DECIDE.format(function=function, approval_id=approval_id, more=more)
+    manage(env, "shell", "-c", code)
+
+
+def allow_for_half_an_hour(server: Gunicorn, setup: Setup) -> None:
+    """The approver's GET /user asked once and allowed for 30 minutes: a standing approval."""
+    url = server.url + PROXY_PATH + "/user"
+    status, _, body = request("GET", url, token=setup.approver)
+    if status != 403:
+        raise RuntimeError(f"the approver's call answered {status}: {body[:300]!r}")
+    decide(setup.env, json.loads(body)["approvalId"], allow_minutes=30)
+    status, _, body = request("GET", url, token=setup.approver)
+    if status != 200:
+        raise RuntimeError(f"the approved call answered {status}: {body[:300]!r}")
+
+
+@dataclass(frozen=True)
+class Held:
+    """One worker holding HELD_CALLS calls: its RSS (KiB) before and while they are held, its
+    open connections to the database file meanwhile, the latencies (ms) of the other requests
+    it answered meanwhile, and how long the last of the calls took to be answered after the
+    decision's command ended (s)."""
+
+    before: int
+    held: int
+    database_files: int
+    probes: dict[str, list[float]]
+    released_s: float
+    answers: dict[str, int]
+
+
+def _worker_cpu(worker: int) -> float:
+    from scripts.bench import cpu_seconds
+
+    return cpu_seconds([worker])
+
+
+def _open_database_files(worker: int, name: str) -> int:
+    count = 0
+    for fd in Path(f"/proc/{worker}/fd").iterdir():
+        try:
+            count += os.readlink(fd).endswith(name)
+        except OSError:
+            continue
+    return count
+
+
+async def _held_call(url: str, token: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    writer.write(
+        f"POST {HELD_PATH} HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(HELD_BODY)}\r\n"
+        "Prefer: wait=120\r\nConnection: close\r\n\r\n".encode()
+        + HELD_BODY
+    )
+    await writer.drain()
+    return reader, writer
+
+
+async def _answer(reader: asyncio.StreamReader) -> str:
+    """The held call's problem code, and whether it said it waited (`+applied`)."""
+    answer = await reader.read()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    applied = b"\r\npreference-applied: wait=" in head.lower()
+    try:
+        code = json.loads(body).get("code", "?")
+    except ValueError:
+        code = head.split(b"\r\n", 1)[0].decode(errors="replace")
+    return code + ("+applied" if applied else "")
+
+
+def _probe(server: Gunicorn, setup: Setup) -> dict[str, list[float]]:
+    """Each of the other requests PROBES times, one after another: its latencies (ms)."""
+    probes = {
+        "/healthz": (server.url + "/healthz", None),
+        "service list": (server.url + "/api/v1/services", setup.account_token),
+        "agent read": (server.url + "/api/v1/agent/credentials/github", setup.approver),
+    }
+    latencies: dict[str, list[float]] = {name: [] for name in probes}
+    for _ in range(PROBES):
+        for name, (url, token) in probes.items():
+            started = time.monotonic()
+            status, _, _ = request("GET", url, token=token)
+            latencies[name].append((time.monotonic() - started) * 1000)
+            if status != 200:
+                raise RuntimeError(f"{name} answered {status} while calls were held")
+    return latencies
+
+
+async def _hold(server: Gunicorn, setup: Setup, worker: int, approval_id: str) -> Held:
+    before = memory_kib(worker, "VmRSS")
+    calls = [await _held_call(server.url, setup.approver) for _ in range(HELD_CALLS)]
+    # Held once the worker is quiet: every call has reached its wait.
+    deadline, last = time.monotonic() + 120, _worker_cpu(worker)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1)
+        now = _worker_cpu(worker)
+        if now - last < 0.03:
+            break
+        last = now
+    held = memory_kib(worker, "VmRSS")
+    database_files = _open_database_files(worker, "proxy.sqlite3")
+    probes = await asyncio.to_thread(_probe, server, setup)
+    answers = [asyncio.create_task(_answer(reader)) for reader, _ in calls]
+    await asyncio.to_thread(decide, setup.env, approval_id, allow_minutes=None)
+    decided = time.monotonic()
+    codes = await asyncio.gather(*answers)
+    released = time.monotonic() - decided
+    for _, writer in calls:
+        writer.close()
+    counted: dict[str, int] = {}
+    for code in codes:
+        counted[code] = counted.get(code, 0) + 1
+    return Held(before, held, database_files, probes, released, counted)
+
+
+def hold_for_a_decision(setup: Setup) -> Held:
+    """One worker (room for HELD_CALLS connections) holding HELD_CALLS repeats of one call that
+    waits for a decision; then a decision by another process releases them all."""
+    env = {**setup.env, "GUNICORN_CMD_ARGS": f"--worker-connections {HELD_CALLS + 100}"}
+    with Gunicorn(env, workers=1, log=WORK / "gunicorn-held.log") as server:
+        [worker] = server.worker_pids()
+        url = server.url + HELD_PATH
+        status, _, body = request("POST", url, token=setup.approver, body={"title": "held"})
+        if status != 403:
+            raise RuntimeError(f"the held call asked with {status}: {body[:300]!r}")
+        approval_id = json.loads(body)["approvalId"]
+        # A few calls held a second first: imports, the waiting room, the database connection.
+        for _ in range(4):
+            request(
+                "POST",
+                url,
+                token=setup.approver,
+                body={"title": "held"},
+                headers={"Prefer": "wait=1"},
+            )
+        _probe(server, setup)
+        return asyncio.run(_hold(server, setup, worker, approval_id))
+
+
+def print_consent(summary: dict[str, Result], held: Held | None) -> None:
+    approved = summary["approved"].cpu_ms / summary["proxy"].cpu_ms
+    print(
+        f"\na call under a standing approval (allowed for 30 minutes): its CPU per call is "
+        f"{approved:.3f}x the same call's without an approve rule (target <= "
+        f"{APPROVED_CPU_FACTOR}x: {_met(approved <= APPROVED_CPU_FACTOR)})"
+    )
+    if held is None:
+        return
+    per_call = (held.held - held.before) / HELD_CALLS
+    print(
+        f"one worker, {HELD_CALLS} calls held by Prefer: wait: RSS {held.before / 1024:.1f} MiB "
+        f"before, {held.held / 1024:.1f} MiB with them held: {per_call:.1f} KiB a call (target "
+        f"<= {HELD_PER_CALL_KIB} KiB: {_met(per_call <= HELD_PER_CALL_KIB)}); the worker's open "
+        f"database connections meanwhile: {held.database_files}"
+    )
+    for name, latencies in held.probes.items():
+        print(
+            f"  {name} while held: p50 {statistics.median(latencies):.2f} ms, max "
+            f"{max(latencies):.2f} ms ({len(latencies)} requests)"
+        )
+    answers = ", ".join(f"{count} {code}" for code, count in sorted(held.answers.items()))
+    print(
+        f"  denied by another process (manage.py shell): the last answered {held.released_s:.2f} "
+        f"s after its command ended ({answers})"
+    )
+
+
 # --- MCP calls ------------------------------------------------------------------------------
 
 
@@ -446,12 +661,20 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument(
+        "--consent-only",
+        action="store_true",
+        help="Only the consent figures: the proxy call with and without a standing approval, "
+        "and the calls held for a decision.",
+    )
     parser.add_argument("--upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream:
         asyncio.run(_serve(args.upstream))
         return 0
 
+    if args.consent_only:
+        return consent_only(args)
     with bench_setup() as setup:
         agent, upstream_url = setup.agent, setup.upstream_url
         workers = production_workers()
@@ -461,8 +684,10 @@ def main() -> int:
                 "proxy": Endpoint("proxy", "GET", PROXY_PATH + "/user", token=agent),
                 "naive": Endpoint("naive", "GET", "/bench/naive/user"),
                 "mcp": mcp_endpoint(agent),
+                "approved": Endpoint("approved", "GET", PROXY_PATH + "/user", token=setup.approver),
             }
             check_mcp(server, agent)
+            allow_for_half_an_hour(server, setup)
             load(upstream_url, direct, args.connections, 1)  # warm up every worker and pool
             for endpoint in cases.values():
                 load(server.url, endpoint, args.connections, 1)
@@ -485,6 +710,7 @@ def main() -> int:
                 alone["direct"].append(first_event_alone(upstream_url, one_event, None))
                 alone["proxy"].append(first_event_alone(server.url, one_proxied, agent))
         memory = memory_per_stream(setup.env, agent)
+        held = hold_for_a_decision(setup)
 
     print(
         f"proxy bench: {args.rounds} rounds of {args.seconds:.0f} s at {args.connections} "
@@ -516,6 +742,39 @@ def main() -> int:
         f"{MCP_CPU_FACTOR}x: {_met(mcp_versus_proxy <= MCP_CPU_FACTOR)})"
     )
     print_streams(streams, together, alone, memory)
+    print_consent(summary, held)
+    return 0
+
+
+def consent_only(args: argparse.Namespace) -> int:
+    """The proxy call with and without a standing approval in interleaved rounds, then the
+    calls held for a decision."""
+    with bench_setup() as setup:
+        workers = production_workers()
+        with serving(setup, workers) as server:
+            allow_for_half_an_hour(server, setup)
+            cases = {
+                "proxy": Endpoint("proxy", "GET", PROXY_PATH + "/user", token=setup.agent),
+                "approved": Endpoint("approved", "GET", PROXY_PATH + "/user", token=setup.approver),
+            }
+            for endpoint in cases.values():
+                load(server.url, endpoint, args.connections, 1)
+            results: dict[str, list[Result]] = {name: [] for name in cases}
+            for _ in range(args.rounds):
+                for name, endpoint in cases.items():
+                    results[name].append(measure(server, endpoint, args.connections, args.seconds))
+        held = None if args.rounds == 0 else hold_for_a_decision(setup)
+    summary = {name: median_result(rounds) for name, rounds in results.items()}
+    print(
+        f"consent bench: {args.rounds} rounds of {args.seconds:.0f} s at {args.connections} "
+        f"connections, {workers} gunicorn workers, SQLite; medians of the rounds"
+    )
+    for name, result in summary.items():
+        print(
+            f"{name:>8} {result.rps:8.0f} rps, p50 {result.p50:.2f} ms, {result.cpu_ms:.3f} ms "
+            f"CPU a call, {result.non_2xx} non-2xx, {result.errors} errors"
+        )
+    print_consent(summary, held)
     return 0
 
 

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -49,7 +49,8 @@ from services.broker.redaction import Redaction
 from services.broker.redirects import followed
 from services.broker.streams import PassedOn
 from services.broker.tokens import refuse_carried_tokens
-from services.consent.approvals import APPROVAL_HEADER, AskedCall, admit_call, matching_rule
+from services.consent.approvals import APPROVAL_HEADER, AskedCall, matching_rule
+from services.consent.waiting import APPLIED_HEADER, admit_waiting, read_wait
 from services.exceptions import (
     InvalidProxyPath,
     InvalidProxyRequest,
@@ -101,6 +102,9 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     """Make the agent's call to its provider with the stored credential; record its event
     (`via`: where the call came from besides the proxy route, `mcp`)."""
     started = time.monotonic()
+    wait, passed_on = read_wait(request.headers)
+    if passed_on is not request.headers:  # the wait preference is credvault's
+        request = replace(request, headers=passed_on)
     check_body(request.body)
     path = checked_path(request.raw_path)
     provider = catalog.get(service)
@@ -132,15 +136,18 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
     event = _Event(actor=actor, service=service, request=request, via=via)
     with ExitStack() as in_flight:
         in_flight.enter_context(call_in_flight(token_prefix=actor.token_prefix))
+        applied = ""
         if rule is not None:
-            event.approval = admit_call(
+            admitted = admit_waiting(
                 actor=actor,
                 call=AskedCall(
                     service, request.method, request.agent_path, request.query, request.body
                 ),
                 rule=rule,
                 named=request.headers.get(APPROVAL_HEADER, ""),
+                wait=wait,
             )
+            event.approval, applied = admitted.approval_id, admitted.applied
         try:
             sent = _call_provider(actor, service, provider, found, request, path, methods, event)
             landed = followed(
@@ -161,6 +168,8 @@ def call(*, actor: Actor, service: str, request: ProxyRequest, via: str = "") ->
                 proxy_url=request.proxy_url,
                 request_url=landed.request_url,
             )
+            if applied:
+                headers.append((APPLIED_HEADER, applied))
             moved_in_body = request.proxy_url is not None and addresses_in_body(
                 answer, answer_urls=provider.answer_urls, method=request.method
             )

@@ -46,6 +46,7 @@ from services.exceptions import (
 )
 from services.models import Approval, ApprovalKind, ApprovalStatus, ConnectedService
 from services.sealed import open_set
+from services.storage.queries import standing_approvals
 from services.storage.transactions import account_transaction
 from services.times import rfc3339
 
@@ -123,20 +124,12 @@ def admit_call(
     if agent_id is None:  # only an agent's token makes brokered calls
         raise NotGranted()
     now = timezone.now()
-    standing = (
-        Approval.objects.filter(
-            agent_id=agent_id,
-            kind=ApprovalKind.CALL,
-            status=ApprovalStatus.APPROVED,
-            service=call.service,
-            allowed_until__gt=now,
-        )
-        .order_by("-allowed_until")
-        .values_list("id", "rule")
-    )
-    for approval_id, its_rule in standing:
-        if its_rule == dict(rule):
-            return str(approval_id)
+    matched = dict(rule)
+    for approval_id, its_rule in standing_approvals(
+        agent_id=agent_id, service=call.service, now=now
+    ):
+        if its_rule == matched:
+            return approval_id
     digest = call_digest(call)
     if named:
         approval = (

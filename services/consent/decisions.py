@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from services import audit
 from services.audit import Actor, Operation
+from services.consent import waiting
 from services.consent.approvals import MAX_ALLOW_MINUTES, expire, expire_if_due
 from services.exceptions import (
     ApprovalDecided,
@@ -117,6 +120,7 @@ def approve_call(
             update_fields=["status", "decided_at", "decided_by", "expires_at", "allowed_until"]
         )
         record_decision(decider, Operation.APPROVE, approval)
+        transaction.on_commit(partial(waiting.decided, approval.id))
     return approval
 
 
@@ -131,6 +135,7 @@ def deny(*, decider: Decider, approval_id: str) -> Approval:
         approval.save(update_fields=["status", "decided_at", "decided_by"])
         access = approval.kind == ApprovalKind.ACCESS
         record_decision(decider, Operation.DENY_ACCESS if access else Operation.DENY, approval)
+        transaction.on_commit(partial(waiting.decided, approval.id))
     return approval
 
 

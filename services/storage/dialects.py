@@ -28,6 +28,7 @@ from services.models import (
     Account,
     AgentToken,
     ApiToken,
+    Approval,
     AuditEvent,
     ConnectedService,
     CredentialField,
@@ -96,6 +97,11 @@ class Dialect:
             "ON s.account_id = %s AND s.service = g.service "
             f"LEFT JOIN {table(CredentialField)} f ON f.connected_service_id = s.id "
             "WHERE g.agent_id = %s AND g.service = %s ORDER BY f.key_name"
+        )
+        # An agent's calls allowed for N minutes, of one service, alive: the latest first.
+        self.standing_approvals = (
+            f"SELECT id, rule FROM {table(Approval)} WHERE agent_id = %s AND status = %s "
+            "AND kind = %s AND service = %s AND allowed_until > %s ORDER BY allowed_until DESC"
         )
         self.move_service = (
             f"UPDATE {table(ConnectedService)} SET generation = %s, key_type = %s, "

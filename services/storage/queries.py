@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from services.models import ApprovalKind, ApprovalStatus
 from services.storage.dialects import ACCOUNT_TOKEN as ACCOUNT_TOKEN  # the kinds of token
 from services.storage.dialects import AGENT_TOKEN as AGENT_TOKEN
 from services.storage.dialects import AUDIT_GIVEN, FieldRow, dialect_for
@@ -200,6 +201,26 @@ def read_granted_set(*, account_id: int, agent_id: int | None, service: str) -> 
         expires_at=dialect.read_datetime(expires_at),
         approve=tuple(_json_list(approve)),
     )
+
+
+def standing_approvals(
+    *, agent_id: int, service: str, now: datetime
+) -> list[tuple[str, dict[str, Any]]]:
+    """The ids and `approve` rules of the agent's approved calls of `service` allowed for N
+    minutes and not yet past them, the latest first: one indexed statement."""
+    db = _db()
+    params = [
+        agent_id,
+        ApprovalStatus.APPROVED.value,
+        ApprovalKind.CALL.value,
+        service,
+        db.ops.adapt_datetimefield_value(now),
+    ]
+    with db.cursor() as cursor:
+        cursor.execute(dialect_for(db).standing_approvals, params)
+        rows = cursor.fetchall()
+    return [(approval_id, json.loads(rule) if isinstance(rule, str | bytes) else rule)
+            for approval_id, rule in rows]  # fmt: skip
 
 
 def _json_list(value: str | bytes | Iterable[Any]) -> list:
