@@ -339,8 +339,8 @@ def _failure_counters(email: str, client_address: str) -> tuple[_Counter, _Count
 def _locked_for(counters: tuple[_Counter, ...]) -> int:
     """Seconds until every lock of these counters ends; 0 when none holds."""
     now = time.time()
-    ends = [cache.get(counter.lock) for counter in counters]
-    return max([math.ceil(end - now) for end in ends if end and end > now] or [0])
+    ends: list[float] = [cache.get(counter.lock) or 0.0 for counter in counters]
+    return max([math.ceil(end - now) for end in ends if end > now] or [0])
 
 
 def _count_failure(counters: tuple[_Counter, ...]) -> None:

@@ -76,11 +76,11 @@ def sign_in_link_page(request: HttpRequest, secret: str) -> HttpResponse:
             request_id=request_id(request),
         )
     except LinkRefused as refused:
-        context = {"reason": str(refused)}
-        return page(request, "account/link_refused.html", context, status=refused.status)
+        reason = {"reason": str(refused)}
+        return page(request, "account/link_refused.html", reason, status=refused.status)
     except PasswordRefused as refused:
-        context = {"email": refused.email, "errors": refused.messages}
-        return page(request, "account/set_password.html", context, status=400)
+        shown = {"email": refused.email, "errors": refused.messages}
+        return page(request, "account/set_password.html", shown, status=400)
     login(request, member.user)
     return redirect(HOME_PATH)
 

@@ -70,7 +70,7 @@ def client_address(request: HttpRequest) -> str:
     proxy added) when a TLS-terminating proxy is trusted (SECURE_PROXY_SSL_HEADER), else
     the connection's."""
     if settings.SECURE_PROXY_SSL_HEADER:
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        forwarded = str(request.META.get("HTTP_X_FORWARDED_FOR", ""))
         last = forwarded.rsplit(",", 1)[-1].strip()
         if last:
             return last

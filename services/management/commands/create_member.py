@@ -1,4 +1,4 @@
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 
 from services.accounts import get_account
 from services.exceptions import AccountError
@@ -12,7 +12,7 @@ class Command(CredvaultCommand):
         "sets a password; a member gets a new link in place of their unused ones."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("account")
         parser.add_argument("email")
         parser.add_argument(
@@ -24,7 +24,9 @@ class Command(CredvaultCommand):
             f"{LINK_HOURS}).",
         )
 
-    def handle(self, *args, account: str, email: str, expires_in: int, **options) -> None:
+    def handle(
+        self, *args: object, account: str, email: str, expires_in: int, **options: object
+    ) -> None:
         if not 1 <= expires_in <= MAX_LINK_HOURS:
             raise CommandError(
                 f"--expires-in takes a whole number of hours from 1 to {MAX_LINK_HOURS}"

@@ -1,4 +1,4 @@
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 
 from services.accounts import get_account
 from services.exceptions import AccountError
@@ -9,11 +9,11 @@ from services.members import MemberError, normalized_email, remove_member
 class Command(CredvaultCommand):
     help = "Remove the member EMAIL of ACCOUNT and end every session of theirs at once."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("account")
         parser.add_argument("email")
 
-    def handle(self, *args, account: str, email: str, **options) -> None:
+    def handle(self, *args: object, account: str, email: str, **options: object) -> None:
         try:
             owner = get_account(name=account)
             remove_member(account=owner, email=email)
