@@ -1,6 +1,7 @@
 """How every people's page answers: rendered with its request (the CSRF token, the
-signed-in user), never cached, loading nothing, framed nowhere, and sending no Referer (a
-sign-in link's path holds its secret)."""
+signed-in user), never cached, loading nothing, framed nowhere, and sending a Referer to
+credvault only (a sign-in link's path holds its secret). Not `no-referrer`: under it a
+browser sends `Origin: null` with a form's POST, which Django's CSRF check refuses."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ PAGE_POLICY = (
 def _guarded(response: HttpResponse) -> HttpResponse:
     response["Cache-Control"] = "no-store"
     response["Content-Security-Policy"] = PAGE_POLICY
-    response["Referrer-Policy"] = "no-referrer"
+    response["Referrer-Policy"] = "same-origin"
     return response
 
 

@@ -31,7 +31,7 @@ def assert_page(response, status: int) -> str:
     assert response["Content-Type"].startswith("text/html")
     assert response["Cache-Control"] == "no-store"
     assert "default-src 'none'" in response["Content-Security-Policy"]
-    assert response["Referrer-Policy"] == "no-referrer"
+    assert response["Referrer-Policy"] == "same-origin"
     return response.content.decode()
 
 
