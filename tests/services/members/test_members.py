@@ -283,3 +283,23 @@ class TestRemove:
         with pytest.raises(MemberError, match="is not a member of the account bob"):
             remove_member(account=bob, email=signed_up.email)
         assert Member.objects.filter(pk=signed_up.member.pk).exists()
+
+
+def test_the_admin_lists_members_read_only(alice, bob):
+    from django.test import Client
+
+    staff = User.objects.create_superuser("staff", "staff@example.com", "pw")
+    create_member(account=alice, email="person@example.com")
+    link = create_member(account=bob, email="other@example.com")
+    client = Client()
+    client.force_login(staff)
+    listed = client.get("/admin/services/member/")
+    assert listed.status_code == 200
+    text = listed.content.decode()
+    assert "person@example.com" in text
+    assert "other@example.com" in text
+    assert secret_of(link.url) not in text
+    detail = client.get(f"/admin/services/member/{link.member.pk}/change/")
+    assert detail.status_code == 200
+    assert "other@example.com" in detail.content.decode()
+    assert "/admin/services/member/add/" not in text
