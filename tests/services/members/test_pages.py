@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 
-from services.members import FAILURES_PER_EMAIL, create_member
+from services.members import FAILURES_PER_ADDRESS, FAILURES_PER_EMAIL, create_member
 from tests.services.members.conftest import secret_of
 from tests.support.helpers import marked
 
@@ -22,8 +22,9 @@ pytestmark = pytest.mark.django_db
 CSRF_INPUT = re.compile(rb'name="csrfmiddlewaretoken" value="[^"]+"')
 
 
-def log_in(client: Client, email: str, password: str, **extra):
-    return client.post("/account/login", {"email": email, "password": password, **extra})
+def log_in(client: Client, email: str, password: str, *, headers=None, **extra):
+    form = {"email": email, "password": password, **extra}
+    return client.post("/account/login", form, headers=headers)
 
 
 def assert_page(response, status: int) -> str:
@@ -69,6 +70,20 @@ class TestLogin:
         assert "Too many failed sign-ins. Wait 15 minutes before you try again." in text
         assert 899 <= int(response["Retry-After"]) <= 900
         assert "sessionid" not in response.cookies
+
+    def test_behind_a_trusted_proxy_the_address_is_the_one_it_added(self, signed_up, settings):
+        settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+        client = Client()
+        for n in range(FAILURES_PER_ADDRESS):
+            # What the client claims varies; the address nginx adds last does not.
+            behind = {"X-Forwarded-For": f"10.9.9.{n}, 203.0.113.5"}
+            response = log_in(client, f"guess{n}@example.com", "x", headers=behind)
+            assert response.status_code == 400
+        response = log_in(client, signed_up.email, signed_up.password, headers=behind)
+        assert response.status_code == 429
+        other = {"X-Forwarded-For": "203.0.113.5, 203.0.113.6"}
+        response = log_in(client, signed_up.email, signed_up.password, headers=other)
+        assert response.status_code == 303
 
     @pytest.mark.parametrize(
         ("given", "goes"),
