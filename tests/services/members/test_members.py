@@ -303,3 +303,26 @@ def test_the_admin_lists_members_read_only(alice, bob):
     assert detail.status_code == 200
     assert "other@example.com" in detail.content.decode()
     assert "/admin/services/member/add/" not in text
+
+
+@pytest.mark.slow
+def test_an_unknown_email_takes_as_long_as_a_wrong_password(signed_up, settings):
+    """With Django's own hasher (PBKDF2, slow on purpose): the medians of three attempts each
+    are within a quarter of each other."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user = signed_up.member.user
+    user.set_password(signed_up.password)
+    user.save()
+
+    def median_seconds(email: str) -> float:
+        times = []
+        for n in range(3):
+            started = time.perf_counter()
+            with pytest.raises(SignInRefused):
+                attempt(email, "wrong-password", address=f"192.0.2.{n + 10}")
+            times.append(time.perf_counter() - started)
+        return sorted(times)[1]
+
+    unknown, wrong = median_seconds("nobody@example.com"), median_seconds(signed_up.email)
+    print(f"unknown email {unknown * 1000:.0f} ms, wrong password {wrong * 1000:.0f} ms")
+    assert 0.75 < unknown / wrong < 1.33
