@@ -18,13 +18,16 @@ import logging
 import math
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 from urllib.parse import urlencode
 
+import gevent
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
-from django.contrib.auth.hashers import make_password
+from django.contrib.auth.hashers import check_password, make_password
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.contrib.auth.password_validation import validate_password
 from django.contrib.sessions.models import Session
@@ -33,6 +36,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.http import HttpRequest
 from django.utils import timezone
+from gevent import monkey
 
 from services import audit
 from services.audit import Actor, Operation
@@ -41,6 +45,7 @@ from services.models import Account, Member, SignInLink
 from services.storage.transactions import account_transaction
 
 logger = logging.getLogger("credvault.members")
+_T = TypeVar("_T")
 
 SIGN_IN_PATH = "/account/sign-in/"
 LOGIN_PATH = "/account/login"
@@ -274,7 +279,7 @@ def set_password_with_link(
         ).update(used_at=now)
         if not used:
             raise LinkRefused("This sign-in link was used already. Sign in with your password.")
-        member.user.set_password(password)
+        member.user.password = _hashed(make_password, password)
         member.user.save(update_fields=["password"])
         _record_sign_in(member, request_id)
     return member
@@ -302,11 +307,21 @@ def sign_in(*, email: str, password: str, client_address: str, request_id: str) 
 def _checked(email: str, password: str) -> Member | None:
     member = Member.objects.select_related("user", "account").filter(user__username=email).first()
     if member is None:
-        make_password(password)  # the hashing a check costs: no answer comes sooner
+        _hashed(make_password, password)  # the hashing a check costs: no answer comes sooner
         return None
-    if not member.user.check_password(password):
+    if not _hashed(check_password, password, member.user.password):
         return None
     return member if member_of(member.user) is not None else None
+
+
+def _hashed(work: Callable[..., _T], *args: str) -> _T:
+    """Hash a password: over a second of one core by design (PBKDF2), which in a gevent
+    worker would stop every other request of the worker. There it runs in the hub's thread
+    pool (hashlib releases the GIL), and only this request waits. Nothing of the database
+    runs in the thread: a check never saves an upgraded hash."""
+    if monkey.is_module_patched("socket"):
+        return gevent.get_hub().threadpool.apply(work, args)
+    return work(*args)
 
 
 def _record_sign_in(member: Member, request_id: str) -> None:
