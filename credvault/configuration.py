@@ -439,7 +439,8 @@ SETTINGS: tuple[Setting, ...] = (
         boolean,
         "false",
         "true or false",
-        "trust `X-Forwarded-Proto: https` from a TLS-terminating proxy",
+        "trust `X-Forwarded-Proto: https` from a TLS-terminating proxy, and the last address "
+        "of its `X-Forwarded-For` as the client's (the sign-in limits)",
     ),
     Setting(
         "SECURE_HSTS_SECONDS",

@@ -102,6 +102,16 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "credvault.urls"
+# A member's password (the sign-in link's page): Django's four validators, 12 characters.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 CSRF_FAILURE_VIEW = "services.api.errors.csrf_failure"
 WSGI_APPLICATION = "credvault.wsgi.application"
 APPEND_SLASH = False
@@ -141,8 +151,17 @@ SECURE_PROXY_SSL_HEADER = (
 # Preloading a domain into browsers is hard to undo: the operator's decision, off by default
 # (docs/production.md, "Production"). Django's reminder of it is therefore silenced.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
-SESSION_COOKIE_SECURE = SECURE_SSL_REDIRECT
-CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT
+# The session and CSRF cookies of the admin and the people's pages (services/pages/): Secure
+# everywhere but a local `.env`'s plain HTTP, never read by a script, and not sent by a
+# cross-site request but a top-level link.
+SESSION_COOKIE_SECURE = SECURE_SSL_REDIRECT or CREDVAULT_ENVIRONMENT != "local"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+# A member signs in for a working day at most.
+SESSION_COOKIE_AGE = 12 * 3600
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+CSRF_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 

@@ -26,6 +26,7 @@ urlpatterns = [
     path("oauth/start/<str:start_id>", oauth_views.start, name="oauth-start"),
     path("oauth/callback", oauth_views.callback, name="oauth-callback"),
     path("", include("services.pages.approval_urls")),
+    path("", include("services.pages.urls")),
     path(ADMIN_PATH_PREFIX.removeprefix("/"), admin.site.urls),
 ]
 

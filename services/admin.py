@@ -32,6 +32,7 @@ from services.models import (
     ConnectedService,
     CredentialField,
     Grant,
+    Member,
 )
 
 
@@ -377,3 +378,20 @@ class ConnectedServiceAdmin(ReadOnlyAdmin):
             "{}: key <code>{}</code>",
             ((field.key_name, field.key_id) for field in fields),
         )
+
+
+@admin.register(Member)
+class MemberAdmin(ReadOnlyAdmin):
+    """The people who sign in for an account: made and removed with `create_member` and
+    `remove_member` only (their sign-in links are never shown)."""
+
+    list_display = ["email", "account", "created_at"]
+    list_filter = ["account"]
+    search_fields = ["user__username", "account__name"]
+    list_select_related = ["account", "user"]
+    fields = ["email", "account", "created_at"]
+    readonly_fields = ["email"]
+
+    @admin.display(description="email", ordering="user__username")
+    def email(self, obj: Member) -> str:
+        return obj.user.username

@@ -34,7 +34,8 @@ from services.exceptions import (
     UnsupportedMethod,
     problem_document,
 )
-from services.pages import approval_views
+from services.pages import account_views
+from services.pages.paths import is_page_path
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("credvault.errors")
@@ -147,10 +148,10 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
-    """CSRF_FAILURE_VIEW: only the admin's forms and the approval page use CSRF (the API has
-    no cookie auth); the approval page's form is answered with a page."""
-    if request.path_info.startswith(approval_views.APPROVALS_PREFIX):
-        return approval_views.csrf_refused(request)
+    """CSRF_FAILURE_VIEW: only the admin's forms and the people's pages use CSRF (the API has
+    no cookie auth); a page's form is answered with a page."""
+    if is_page_path(request.path_info):
+        return account_views.csrf_refused(request)
     return render(Forbidden("The form's CSRF check failed; reload the page."))
 
 

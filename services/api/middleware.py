@@ -25,15 +25,26 @@ from services.api.context import ContextRequest, RequestContext
 from services.api.errors import database_unavailable
 from services.api.wsgi import ADMIN_PATH_PREFIX, CREDVAULT_ERROR_HEADER, PROXY_PATH_PREFIX
 from services.logs import escaped_path
+from services.members import SIGN_IN_PATH
 from services.oauth.connect import START_PATH
-from services.pages.approval_views import APPROVALS_PREFIX
+from services.pages.paths import PAGE_PREFIXES
 
 access_log = logging.getLogger("credvault.access")
 
 
+# The paths whose last part is a secret: a connect's start id, a sign-in link's secret.
+_SECRET_PATHS = (START_PATH, SIGN_IN_PATH)
+# Where Django's sessions, users and messages serve: the admin and the people's pages.
+SESSION_PREFIXES = (ADMIN_PATH_PREFIX, *PAGE_PREFIXES)
+
+
 def logged_path(path: str) -> str:
-    """The path as the access log shows it: a connect's start id withheld."""
-    return START_PATH + "..." if path.startswith(START_PATH) else path
+    """The path as the access log shows it: a connect's start id and a sign-in link's secret
+    withheld."""
+    for secret_path in _SECRET_PATHS:
+        if path.startswith(secret_path):
+            return secret_path + "..."
+    return path
 
 
 class RequestContextMiddleware:
@@ -95,12 +106,8 @@ class HealthProbeMiddleware:
         return probe(request) if probe is not None else self.get_response(request)
 
 
-# Where Django's sessions and signed-in users serve: the admin and the approval page.
-SESSION_PREFIXES = (ADMIN_PATH_PREFIX, APPROVALS_PREFIX)
-
-
 class _AdminOnly:
-    """A middleware of Django's that only the admin and the approval page use (their
+    """A middleware of Django's that only the admin and the people's pages use (their
     sessions, their user, the admin's messages): any other request passes by it. The API, the
     MCP server and the OAuth pages read no session, user or message; skipping the three saved
     about 4.5% of a brokered call's instructions (docs/performance.md). Each is a subclass of

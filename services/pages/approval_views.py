@@ -25,7 +25,6 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.template.loader import render_to_string
 from django.utils import timezone
-from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods
 
 from services.consent.access import approve_access, grants_of
@@ -38,10 +37,10 @@ from services.exceptions import (
     field_error,
 )
 from services.grants import Given
+from services.members import login_url, signed_in_member
 from services.models import Approval, ApprovalKind, ApprovalStatus, GrantAccess, Member
+from services.pages.paths import APPROVALS_PREFIX
 
-APPROVALS_PREFIX = "/approvals/"
-LOGIN_PATH = "/account/login"
 # The page's "Allow for N minutes".
 ALLOW_MINUTES = 30
 # No script, no frame, nothing loaded; the one style inline; the forms post to credvault only.
@@ -54,26 +53,13 @@ CALL_DECISIONS = frozenset({"once", "minutes", "deny"})
 ACCESS_DECISIONS = frozenset({"approve", "deny"})
 
 
-def _member(request: HttpRequest) -> Member | None:
-    """The signed-in member of an active account, or None (staff are no members unless made
-    so)."""
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return None
-    return (
-        Member.objects.select_related("account", "user")
-        .filter(user=user, account__is_active=True)
-        .first()
-    )
-
-
 @require_http_methods(["GET", "HEAD", "POST"])
 def approval_page(request: HttpRequest, approval_id: str) -> HttpResponse:
     if "HTTP_AUTHORIZATION" in request.META:
         return _page(request, "approvals/token_refused.html", {}, status=403)
-    member = _member(request)
+    member = signed_in_member(request)
     if member is None:
-        login = f"{LOGIN_PATH}?{urlencode({'next': APPROVALS_PREFIX + approval_id})}"
+        login = login_url(next_path=APPROVALS_PREFIX + approval_id)
         status = 403 if request.method == "POST" else 200
         return _page(request, "approvals/sign_in.html", {"login_url": login}, status=status)
     decider = Decider(
@@ -144,11 +130,6 @@ def _minutes(given: str) -> int | None:
         raise InvalidRequest(
             errors=[field_error("validForMinutes", FieldErrorCode.INVALID, message)]
         ) from None
-
-
-def csrf_refused(request: HttpRequest) -> HttpResponse:
-    """The answer to a decision posted without its CSRF token (or with a stale one)."""
-    return _page(request, "approvals/csrf_refused.html", {}, status=403)
 
 
 def _approval_page(

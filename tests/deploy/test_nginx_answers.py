@@ -324,3 +324,18 @@ def test_nginx_logs_no_token_of_a_url(live_bot, live_stand_in, credvault, tmp_pa
     assert "/api/v1/agent/proxy/telegram/botcva_.../getMe" in logged
     assert "/accel?key=cva_...&again=cva_..." in logged
     assert live_stand_in.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nginx_logs_no_sign_in_link(alice, credvault, tmp_path):
+    """A member's one-time link holds its secret in its path: nginx logs the path without it."""
+    from services.members import create_member
+
+    secret = create_member(account=alice, email="person@example.com").url.rsplit("/", 1)[1]
+    with Nginx(_nginx(), tmp_path, credvault.port) as nginx:
+        opened = nginx.request("GET", f"/account/sign-in/{secret}?from=mail")
+    assert opened.status == 200
+    assert b"person@example.com" in opened.data
+    logged = nginx.access_log.read_text()
+    assert secret not in logged
+    assert "/account/sign-in/...?from=mail" in logged
