@@ -19,10 +19,10 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.test import Client
 from django.utils import timezone
 
 from services.models import Approval, ApprovalKind, ApprovalStatus, AuditEvent, Grant, Member
+from tests.support import pages
 from tests.support.harness import BASE_DIR, Gunicorn, every_provider_at, request, server_env
 from tests.support.helpers import database_url, marked
 from tests.support.stand_ins import ProviderServer
@@ -33,6 +33,7 @@ SCREENSHOTS = BASE_DIR / "var" / "screenshots" / "approvals"
 pytestmark = pytest.mark.xdist_group("var")
 
 EMAIL = "dana@example.com"
+PASSWORD = "a long passphrase 1"
 ISSUE = "/api/v1/agent/proxy/github/repos/octo/hello/issues"
 
 
@@ -90,16 +91,11 @@ def served(account_token: str) -> Iterator[Served]:
 
 
 def sign_in(browser, site: Served, account) -> None:
-    """The member's session, made by Django's own login and set on the browser as its cookie."""
-    user = User.objects.create_user(username=EMAIL, email=EMAIL, password=None)
-    Member.objects.create(account=account, user=user)
-    client = Client()
-    client.force_login(user)
-    browser.get(f"{site.server.url}/healthz")  # a page of the site, to set its cookie on
-    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
-    browser.add_cookie(
-        {"name": settings.SESSION_COOKIE_NAME, "value": cookie, "path": "/", "httpOnly": True}
-    )
+    """A member of `account`, signed in the way a person does: email and password typed into
+    the sign-in page."""
+    User.objects.create_user(username=EMAIL, email=EMAIL, password=PASSWORD)
+    Member.objects.create(account=account, user=User.objects.get(username=EMAIL))
+    pages.sign_in(browser, site.server.url, email=EMAIL, password=PASSWORD)
 
 
 def wait_for(browser, selector: str) -> None:

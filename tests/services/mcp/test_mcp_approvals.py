@@ -7,9 +7,8 @@ The client then repeats the same `tools/call` and the call reaches the stand-in 
 handshake revisions, and a 2026-07-28 client without URL mode, get a tool error that gives the
 page; once the person decided, the same call goes through. No MCP answer holds a stored value.
 
-The person (`Person.decide`) decides through `services.consent.decisions` here; where the
-approval page exists, `decide` opens the URL in Chromium signed in as the member and clicks
-"Allow once" (or "Deny"), and nothing else in these tests changes.
+The person (`Person.decide`) follows the URL in Chromium, signed in at /account/login with
+the member's email and password, and clicks "Allow once" (or "Deny") on the approval page.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import asyncio
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx2
 import mcp_types
@@ -26,8 +26,8 @@ from django.contrib.auth.models import User
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from services.consent.decisions import Decider, approve_call, deny
 from services.models import Approval, AuditEvent, Grant, Member
+from tests.support import pages
 from tests.support.harness import Gunicorn
 from tests.support.helpers import agent_token, creds, marked, put_agent, served_env
 from tests.support.stand_ins import ProviderServer
@@ -36,6 +36,7 @@ from tests.support.stand_ins import ProviderServer
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 MEMBER_EMAIL = "person@example.com"
+MEMBER_PASSWORD = "a long passphrase 1"
 
 
 @pytest.fixture(scope="module")
@@ -72,31 +73,39 @@ def guarded(alice_api, alice, provider, credvault, monkeypatch) -> tuple[str, st
 
 @dataclass
 class Person:
-    """The member of Alice's account who decides at the approval page: `choice` is what they
-    click (`allow_once`, `deny`, or None: they open the page and decide later)."""
+    """The member of Alice's account who decides at the approval page in Chromium, signed in
+    with their email and password: `choice` is what they click (`allow_once`, `deny`, or
+    None: they open the page and decide later)."""
 
     account_id: int
     server: Gunicorn
+    browser: Any
     choice: str | None = "allow_once"
     seen: list[tuple[str, str]] = field(default_factory=list)
+    signed_in: bool = False
 
     def decide(self, url: str, approval_id: str) -> None:
-        """Open `url` signed in and click: here through the decisions the page makes."""
+        """Open `url` in the signed-in browser and click the choice's button."""
         self.seen.append((url, approval_id))
         assert url == f"{self.server.url}/approvals/{approval_id}"
-        decider = Decider(account_id=self.account_id, request_id="page", member=MEMBER_EMAIL)
-        if self.choice == "allow_once":
-            approve_call(decider=decider, approval_id=approval_id)
-        elif self.choice == "deny":
-            deny(decider=decider, approval_id=approval_id)
+        if not self.signed_in:
+            pages.sign_in(
+                self.browser, self.server.url, email=MEMBER_EMAIL, password=MEMBER_PASSWORD
+            )
+            self.signed_in = True
+        if self.choice is None:
+            self.browser.get(url)
+            return
+        outcome = pages.decide(self.browser, url, "once" if self.choice == "allow_once" else "deny")
+        assert MEMBER_EMAIL in outcome
 
 
 @pytest.fixture
-def person(alice, credvault) -> Person:
+def person(alice, credvault, browser) -> Person:
     """A member of Alice's account (a Django user whose email is its username)."""
-    user = User.objects.create_user(MEMBER_EMAIL, MEMBER_EMAIL, "a long passphrase 1")
+    user = User.objects.create_user(MEMBER_EMAIL, MEMBER_EMAIL, MEMBER_PASSWORD)
     Member.objects.create(account=alice, user=user)
-    return Person(alice.pk, credvault)
+    return Person(alice.pk, credvault, browser)
 
 
 @dataclass
