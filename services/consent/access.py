@@ -26,6 +26,7 @@ from services.broker.redaction import redact
 from services.consent.approvals import (
     account_values,
     check_pending_room,
+    create_pending,
     expire,
     expire_if_due,
 )
@@ -57,29 +58,21 @@ def request_access(
     """A pending access request of the actor's agent (201 in the API), recorded
     `access_request.created`; InvalidRequest naming every broken rule, TooManyPending when the
     agent already waits on MAX_PENDING_PER_AGENT decisions."""
-    agent_id = actor.agent_id
-    if agent_id is None:  # only an agent asks for access
+    if actor.agent_id is None:  # only an agent asks for access
         raise NotGranted()
     errors = _reason_errors(reason) + minutes_errors(valid_for_minutes)
     grants = _checked(services, errors)
-    check_pending_room(agent_id=agent_id)  # before opening any set
+    check_pending_room(agent_id=actor.agent_id)  # before opening any set
     shown = shown_reason(reason=reason, account_id=actor.account_id)
-    now = timezone.now()
-    with account_transaction(actor.account_id):
-        # Again under the account's lock: two racing asks cannot both take the last room.
-        check_pending_room(agent_id=agent_id)
-        approval = Approval.objects.create(
-            account_id=actor.account_id,
-            agent_id=agent_id,
-            kind=ApprovalKind.ACCESS,
-            created_at=now,
-            expires_at=now + ACCESS_REQUEST_TTL,
-            services=[stored(grant) for grant in grants],
-            reason=shown,
-            valid_for_minutes=valid_for_minutes,
-        )
-        audit.record(actor, Operation.REQUEST_ACCESS, target=approval.id)
-    return approval
+    return create_pending(
+        actor,
+        Operation.REQUEST_ACCESS,
+        kind=ApprovalKind.ACCESS,
+        expires_at=timezone.now() + ACCESS_REQUEST_TTL,
+        services=[stored(grant) for grant in grants],
+        reason=shown,
+        valid_for_minutes=valid_for_minutes,
+    )
 
 
 def access_request_of(*, actor: Actor, approval_id: str) -> Approval:

@@ -252,33 +252,61 @@ def _ask(
     check_pending_room(agent_id=agent_id)  # before opening any set
     values = account_values(account_id=actor.account_id)
     body, cut = shown_body(body=call.body, values=values)
+    approval = create_pending(
+        actor,
+        Operation.REQUEST_APPROVAL,
+        kind=ApprovalKind.CALL,
+        expires_at=now + timedelta(seconds=settings.CREDVAULT_APPROVAL_TTL),
+        service=call.service,
+        method=call.method,
+        path=call.path,
+        query=redact(call.query.encode(), values).decode(errors="replace"),
+        body_shown=body,
+        body_cut=cut,
+        digest=digest,
+        rule=dict(rule),
+    )
+    raise problem(ApprovalRequired, approval)
+
+
+def create_pending(
+    actor: Actor,
+    operation: Operation,
+    *,
+    kind: ApprovalKind,
+    expires_at: datetime,
+    **asked: Any,
+) -> Approval:
+    """A new pending approval or access request of the actor's agent, what it asks in `asked`,
+    recorded as `operation` (a call's with its service, method and path): the agent's room for
+    one more checked again under the account's lock, so that two racing asks cannot both take
+    the last one."""
+    agent_id = _agent_id(actor)
     with account_transaction(actor.account_id):
-        # Again under the account's lock: two racing asks cannot both take the last room.
         check_pending_room(agent_id=agent_id)
         approval = Approval.objects.create(
             account_id=actor.account_id,
             agent_id=agent_id,
-            kind=ApprovalKind.CALL,
-            created_at=now,
-            expires_at=now + timedelta(seconds=settings.CREDVAULT_APPROVAL_TTL),
-            service=call.service,
-            method=call.method,
-            path=call.path,
-            query=redact(call.query.encode(), values).decode(errors="replace"),
-            body_shown=body,
-            body_cut=cut,
-            digest=digest,
-            rule=dict(rule),
+            kind=kind,
+            created_at=timezone.now(),
+            expires_at=expires_at,
+            **asked,
         )
         audit.record(
             actor,
-            Operation.REQUEST_APPROVAL,
-            service=call.service,
+            operation,
             target=approval.id,
-            method=call.method,
-            path=call.path,
+            service=approval.service,
+            method=approval.method,
+            path=approval.path,
         )
-    raise problem(ApprovalRequired, approval)
+    return approval
+
+
+def _agent_id(actor: Actor) -> int:
+    if actor.agent_id is None:  # only an agent's token asks
+        raise NotGranted()
+    return actor.agent_id
 
 
 def shown_body(*, body: bytes, values: list[str]) -> tuple[str, bool]:
