@@ -58,6 +58,11 @@ class TestSystemChecks:
                 "'http://x/' is not a host or host:port",
             ),
             (
+                {"CREDVAULT_WEBHOOK_ALLOWED_HOSTS": "receiver.internal, http://x/"},
+                "credvault.E026",
+                "'http://x/' is not a host or host:port",
+            ),
+            (
                 {"CREDVAULT_MCP_MAX_RESULT": "0"},
                 "credvault.E019",
                 "CREDVAULT_MCP_MAX_RESULT must be at least 1 byte",
