@@ -219,6 +219,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "agent", "description": "What an agent does with its own token."},
         {"name": "audit", "description": "The account's audit trail."},
         {"name": "oauth", "description": "OAuth clients and connecting a provider in a browser."},
+        {"name": "webhooks", "description": "Signed webhooks: endpoints and their deliveries."},
     ],
 }
 

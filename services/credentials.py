@@ -218,9 +218,8 @@ def _ask_provider(credentials: CredentialSet) -> verification.Verdict:
 def verify_credentials(*, actor: Actor, credentials: CredentialSet) -> verification.Verdict:
     """The test operation: ask the provider's server-owned check; nothing is stored."""
     verdict = _ask_provider(credentials)
-    with transaction.atomic():
-        audit.record(actor, Operation.TEST_CREDENTIALS, service=credentials.service)
-        _raise_verdict(actor, credentials.service, verdict)
+    audit.record(actor, Operation.TEST_CREDENTIALS, service=credentials.service)
+    _raise_verdict(actor, credentials.service, verdict)
     return verdict
 
 

@@ -11,6 +11,7 @@ from services.api.base import AccountAPIView
 from services.api.context import ApiRequest
 from services.api.parsing import read_shape
 from services.api.rendering import render, render_many
+from services.api.schema import WEBHOOK_CHANGE_EXAMPLES, WEBHOOK_EXAMPLES
 from services.api.serializers import (
     WebhookAttemptPageSerializer,
     WebhookChangeSerializer,
@@ -52,6 +53,7 @@ class WebhookListView(AccountAPIView):
         summary="Add a webhook endpoint (at most 10); its secret is shown once",
         tags=["webhooks"],
         request=WebhookInputSerializer,
+        examples=WEBHOOK_EXAMPLES,
         responses={201: WebhookCreatedSerializer},
     )
     def post(self, request: ApiRequest) -> Response:
@@ -86,6 +88,7 @@ class WebhookView(AccountAPIView):
         tags=["webhooks"],
         parameters=[WEBHOOK_ID],
         request=WebhookChangeSerializer,
+        examples=WEBHOOK_CHANGE_EXAMPLES,
         responses={200: WebhookSerializer},
     )
     def patch(self, request: ApiRequest, webhook_id: str) -> Response:
@@ -133,7 +136,7 @@ class WebhookTestView(AccountAPIView):
     http_method_names = ["post"]
 
     @extend_schema(
-        operation_id="test_webhook",
+        operation_id="send_webhook_test_event",
         summary="Send a `webhook.test` event to a webhook endpoint",
         tags=["webhooks"],
         parameters=[WEBHOOK_ID],
