@@ -237,6 +237,17 @@ SETTINGS: tuple[Setting, ...] = (
         check=Check(id="credvault.E023"),
     ),
     Setting(
+        "CREDVAULT_WEBHOOK_ALLOWED_HOSTS",
+        allowed_hosts_text,
+        "",
+        "comma-separated host or host:port entries",
+        "comma-separated `host` or `host:port` that a webhook endpoint's URL may name although "
+        "they are not public or not `https` (an internal receiver); every other endpoint must be "
+        "`https` and public ([webhooks](webhooks.md#endpoints))",
+        shown="empty",
+        check=Check(id="credvault.E026"),
+    ),
+    Setting(
         "CREDVAULT_MAX_SERVICES_PER_ACCOUNT",
         whole_number,
         "100",
@@ -424,7 +435,7 @@ SETTINGS: tuple[Setting, ...] = (
         "`proxy_read_timeout` of brokered calls above it",
         least=0,
         most=600,
-        check=Check(id="credvault.E025"),
+        check=Check(id="credvault.E027"),
     ),
     Setting(
         "SECURE_SSL_REDIRECT",

@@ -41,6 +41,7 @@ CACHE_URL: dict[str, object] = _settings["CACHE_URL"]
 CREDVAULT_PROVIDER_BASE_URLS: str = _settings["CREDVAULT_PROVIDER_BASE_URLS"]
 CREDVAULT_PROVIDER_HOST_PATTERNS: str = _settings["CREDVAULT_PROVIDER_HOST_PATTERNS"]
 CREDVAULT_OUTBOUND_ALLOWED_HOSTS: str = _settings["CREDVAULT_OUTBOUND_ALLOWED_HOSTS"]
+CREDVAULT_WEBHOOK_ALLOWED_HOSTS: str = _settings["CREDVAULT_WEBHOOK_ALLOWED_HOSTS"]
 CREDVAULT_MAX_SERVICES_PER_ACCOUNT: int = _settings["CREDVAULT_MAX_SERVICES_PER_ACCOUNT"]
 CREDVAULT_VERIFY_TIMEOUT: float = _settings["CREDVAULT_VERIFY_TIMEOUT"]
 CREDVAULT_RATE_LIMIT: Rate = _settings["CREDVAULT_RATE_LIMIT"]
@@ -243,6 +244,7 @@ SPECTACULAR_SETTINGS = {
             "description": "A person's decisions on the calls and the access agents ask for.",
         },
         {"name": "oauth", "description": "OAuth clients and connecting a provider in a browser."},
+        {"name": "webhooks", "description": "Signed webhooks: endpoints and their deliveries."},
     ],
 }
 

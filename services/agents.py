@@ -35,6 +35,7 @@ from services.models import (
 )
 from services.sealed import OpenedSet
 from services.storage.transactions import account_transaction
+from services.webhooks import events
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,11 @@ def delete_agent(*, actor: Actor, name: str) -> AuditEvent:
         deleted, _ = Agent.objects.filter(account_id=actor.account_id, name=name).delete()
         if not deleted:
             raise AgentNotFound()
-        return audit.record(actor, Operation.DELETE_AGENT, target=name)
+        event = audit.record(actor, Operation.DELETE_AGENT, target=name)
+        events.raise_event(
+            account_id=actor.account_id, type=events.AGENT_DELETED, data={"agent": name}
+        )
+        return event
 
 
 def issue_agent_token(
@@ -165,6 +170,15 @@ def issue_agent_token(
             expires_at=expires_at(expires_in),
         )
         event = audit.record(actor, Operation.ISSUE_AGENT_TOKEN, target=name)
+        events.raise_event(
+            account_id=actor.account_id,
+            type=events.AGENT_TOKEN_CREATED,
+            data={
+                "agent": name,
+                "tokenPrefix": issued.token.prefix,
+                "expiresAt": events.iso(issued.token.expires_at),
+            },
+        )
     return IssuedAgentToken(issued, event)
 
 
@@ -194,6 +208,11 @@ def revoke_agent_token(*, actor: Actor, name: str, prefix: str) -> AuditEvent:
         if token.revoked_at is None:
             token.revoked_at = timezone.now()
             token.save(update_fields=["revoked_at"])
+            events.raise_event(
+                account_id=actor.account_id,
+                type=events.AGENT_TOKEN_REVOKED,
+                data={"agent": name, "tokenPrefix": prefix},
+            )
         return audit.record(actor, Operation.REVOKE_AGENT_TOKEN, target=name)
 
 

@@ -128,6 +128,11 @@ class Operation(Enum):
     CREATE_MEMBER = (AuditAction.MEMBERS_CREATE, 201)
     REMOVE_MEMBER = (AuditAction.MEMBERS_REMOVE, 204)
     MEMBER_SIGN_IN = (AuditAction.MEMBERS_SIGN_IN, 200)
+    # Webhook endpoints (services/webhooks/).
+    CREATE_WEBHOOK = (AuditAction.WEBHOOKS_CREATE, 201)
+    UPDATE_WEBHOOK = (AuditAction.WEBHOOKS_UPDATE, 200)
+    ROTATE_WEBHOOK_SECRET = (AuditAction.WEBHOOKS_ROTATE_SECRET, 201)
+    DELETE_WEBHOOK = (AuditAction.WEBHOOKS_DELETE, 204)
 
     @property
     def action(self) -> str:

@@ -30,6 +30,7 @@ from services.sealed import OpenedSet, seal_set
 from services.set_expiry import refresh_by_of
 from services.storage import queries
 from services.storage.transactions import account_transaction
+from services.webhooks import events
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,11 @@ def _store_once(*, actor: Actor, credentials: CredentialSet) -> Stored:
             )
         operation = Operation.CONNECT_SERVICE if found is None else Operation.REPLACE_CREDENTIALS
         event = audit.record(actor, operation, service=service)
+        events.raise_event(
+            account_id=account_id,
+            type=events.CONNECTION_CREATED if found is None else events.CONNECTION_REPLACED,
+            data={"service": service, "keyType": credentials.key_type},
+        )
     return Stored(ServiceEntry(service, credentials.key_type, now), event)
 
 
@@ -181,6 +187,7 @@ def store_verified_credentials(*, actor: Actor, credentials: CredentialSet) -> S
     network call; the store itself is the same atomic replacement as `store_credentials`.
     """
     verdict = _ask_provider(credentials)
+    _raise_verdict(actor, credentials.service, verdict)
     if not verdict.verified:
         raise VerificationFailed(verdict.reason.value)
     return store_credentials(actor=actor, credentials=credentials)
@@ -196,7 +203,11 @@ def remove_service(*, actor: Actor, service: str) -> AuditEvent:
         ).delete()
         if not deleted:
             raise ServiceNotConnected()
-        return audit.record(actor, Operation.REMOVE_SERVICE, service=service)
+        event = audit.record(actor, Operation.REMOVE_SERVICE, service=service)
+        events.raise_event(
+            account_id=actor.account_id, type=events.CONNECTION_REMOVED, data={"service": service}
+        )
+        return event
 
 
 def _ask_provider(credentials: CredentialSet) -> verification.Verdict:
@@ -208,7 +219,23 @@ def verify_credentials(*, actor: Actor, credentials: CredentialSet) -> verificat
     """The test operation: ask the provider's server-owned check; nothing is stored."""
     verdict = _ask_provider(credentials)
     audit.record(actor, Operation.TEST_CREDENTIALS, service=credentials.service)
+    _raise_verdict(actor, credentials.service, verdict)
     return verdict
+
+
+def _raise_verdict(actor: Actor, service: str, verdict: verification.Verdict) -> None:
+    """The provider's verdict on a set, as `connection.verified` or `.verification_failed`;
+    nothing where no check exists."""
+    if verdict.reason is verification.Reason.NO_VERIFIER:
+        return
+    if verdict.verified:
+        data: dict[str, object] = {"service": service}
+        events.raise_event(account_id=actor.account_id, type=events.CONNECTION_VERIFIED, data=data)
+    else:
+        data = {"service": service, "reason": verdict.reason.value}
+        events.raise_event(
+            account_id=actor.account_id, type=events.CONNECTION_VERIFICATION_FAILED, data=data
+        )
 
 
 def list_providers(*, actor: Actor) -> list[dict]:

@@ -566,3 +566,41 @@ class ApprovalDecided(ProblemError):
     status_code = status.HTTP_409_CONFLICT
     default_code = "approval_decided"
     default_detail = "This approval was decided already (or expired): a decision is final."
+
+
+class WebhookNotFound(ProblemError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "webhook_not_found"
+    default_detail = "The account has no webhook endpoint with this id."
+
+
+class WebhookEventNotFound(ProblemError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "webhook_event_not_found"
+    default_detail = "The account has no delivered or pending event with this id."
+
+
+class WebhookLimitReached(ProblemError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "webhook_limit_reached"
+    default_detail = "The account has reached its limit of 10 webhook endpoints."
+
+
+class InvalidWebhookUrl(ProblemError):
+    """A webhook URL that is not `https`, names no host, or reaches a non-public address
+    (unless CREDVAULT_WEBHOOK_ALLOWED_HOSTS names its host): 400 naming `url`."""
+
+    default_code = "invalid_webhook_url"
+    default_detail = "The webhook URL is not an https URL of a public host."
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errors=[field_error("url", FieldErrorCode.INVALID, message)])
+
+
+class UnknownEventType(ProblemError):
+    default_code = "unknown_event_type"
+    default_detail = "The events list names a type credvault does not send."
+
+    def __init__(self, type_: str) -> None:
+        message = f"{type_[:64]!r} is not an event type"
+        super().__init__(errors=[field_error("events", FieldErrorCode.INVALID, message)])

@@ -339,6 +339,11 @@ class AuditAction(models.TextChoices):
     MEMBERS_CREATE = "members.create", "members.create"
     MEMBERS_REMOVE = "members.remove", "members.remove"
     MEMBERS_SIGN_IN = "members.sign_in", "members.sign_in"
+    # Webhook endpoints (services/webhooks/).
+    WEBHOOKS_CREATE = "webhooks.create", "webhooks.create"
+    WEBHOOKS_UPDATE = "webhooks.update", "webhooks.update"
+    WEBHOOKS_ROTATE_SECRET = "webhooks.rotate_secret", "webhooks.rotate_secret"
+    WEBHOOKS_DELETE = "webhooks.delete", "webhooks.delete"
 
 
 class AuditOutcome(models.TextChoices):
@@ -620,3 +625,191 @@ class Approval(models.Model):
 
     def __repr__(self) -> str:
         return f"<Approval {self.id}: account {self.account_id}, {self.kind} {self.status}>"
+
+
+# Events: signed webhooks sent from an outbox (services/webhooks/).
+
+WEBHOOK_ID_PREFIX = "wh_"
+EVENT_ID_PREFIX = "evt_"
+
+
+def new_webhook_id() -> str:
+    """An endpoint's id: `wh_` and 96 random bits."""
+    return WEBHOOK_ID_PREFIX + secrets.token_urlsafe(12)
+
+
+def new_event_id() -> str:
+    """An event's id, its `webhook-id` on every attempt: `evt_` and 128 random bits."""
+    return EVENT_ID_PREFIX + secrets.token_urlsafe(16)
+
+
+class WebhookEndpoint(models.Model):
+    """Where an account's events are sent: an https URL (or a host the operator allows), the
+    event types it takes (empty: all), and whether it is enabled. Its signing secrets are
+    `WebhookSecret` rows. `lease_until` and `lease_owner` say which worker sends its
+    deliveries now (services/webhooks/worker.py); `failing_since` is the first failure after
+    its last success."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_webhook_id)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="webhook_endpoints")
+    url = models.CharField(max_length=2048)
+    events = models.JSONField(default=list, blank=True)
+    description = models.CharField(max_length=500, blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    disabled_reason = models.CharField(max_length=200, blank=True, default="")
+    failing_since = models.DateTimeField(null=True, blank=True, default=None)
+    lease_until = models.DateTimeField(null=True, blank=True, default=None)
+    lease_owner = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["account_id", "created_at"]
+        verbose_name = "webhook endpoint"
+
+    def __str__(self) -> str:
+        return self.id
+
+    def __repr__(self) -> str:
+        return f"<WebhookEndpoint {self.id}: account {self.account_id}>"
+
+
+class WebhookSecret(models.Model):
+    """An endpoint's signing secret, sealed like a credential value (services/sealed.py). The
+    current one has no `expires_at`; after a rotation the previous one signs too until its
+    `expires_at` (24 hours)."""
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="secrets")
+    key_id = models.CharField(max_length=32)
+    ciphertext = models.BinaryField()
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True, default=None)
+
+    class Meta:
+        ordering = ["endpoint_id", "-created_at"]
+        verbose_name = "webhook secret"
+
+    def __str__(self) -> str:
+        return f"secret of {self.endpoint_id}"
+
+    def __repr__(self) -> str:
+        return f"<WebhookSecret {self.pk}: endpoint {self.endpoint_id}>"
+
+
+class WebhookSequence(models.Model):
+    """The last event `sequence` of an account: raised by one UPDATE with F() + 1, whose row
+    lock orders two writers of the account's events."""
+
+    account = models.OneToOneField(
+        Account, on_delete=models.CASCADE, primary_key=True, related_name="webhook_sequence"
+    )
+    last = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.account_id}: {self.last}"
+
+
+class WebhookEvent(models.Model):
+    """One event of the outbox, written in the transaction of the change that caused it. Its
+    `data` holds no value, token or digest; it carries `sequence` and `occurredAt`."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_event_id)
+    account = models.ForeignKey(
+        Account, on_delete=models.CASCADE, related_name="webhook_events", db_index=False
+    )
+    sequence = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=64)
+    data = models.JSONField(default=dict)
+    occurred_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["account_id", "sequence"]
+        verbose_name = "webhook event"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "sequence"], name="uniq_webhook_event_sequence"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.sequence}"
+
+    def __repr__(self) -> str:
+        return f"<WebhookEvent {self.id}: account {self.account_id}, {self.type}>"
+
+
+class DeliveryState(models.TextChoices):
+    PENDING = "pending", "pending"
+    DELIVERED = "delivered", "delivered"
+    FAILED = "failed", "failed"
+
+
+class WebhookDelivery(models.Model):
+    """One event to one endpoint: pending until a 2xx (delivered) or the last attempt of the
+    schedule (failed). `sequence` is the event's, copied for the endpoint's ordering."""
+
+    event = models.ForeignKey(WebhookEvent, on_delete=models.CASCADE, related_name="deliveries")
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries", db_index=False
+    )
+    sequence = models.PositiveBigIntegerField()
+    state = models.CharField(
+        max_length=16, choices=DeliveryState.choices, default=DeliveryState.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_status = models.PositiveSmallIntegerField(null=True, blank=True, default=None)
+    last_error = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True, default=None)
+
+    class Meta:
+        ordering = ["endpoint_id", "sequence"]
+        verbose_name = "webhook delivery"
+        verbose_name_plural = "webhook deliveries"
+        indexes = [
+            models.Index(fields=["endpoint", "state", "sequence"], name="webhook_delivery_queue"),
+            models.Index(fields=["state", "next_attempt_at"], name="webhook_delivery_due"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["event", "endpoint"], name="uniq_webhook_delivery_per_endpoint"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=DeliveryState.values), name="webhook_delivery_state"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} to {self.endpoint_id}"
+
+    def __repr__(self) -> str:
+        return f"<WebhookDelivery {self.pk}: {self.event_id} to {self.endpoint_id}>"
+
+
+class WebhookAttempt(models.Model):
+    """One attempt of a delivery, for the endpoint's deliveries log: the answer's status or
+    the failure's kind, how long it took, when the next attempt is due. Never a body."""
+
+    delivery = models.ForeignKey(
+        WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log"
+    )
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="attempts", db_index=False
+    )
+    attempted_at = models.DateTimeField()
+    status = models.PositiveSmallIntegerField(null=True, blank=True, default=None)
+    error = models.CharField(max_length=200, blank=True, default="")
+    duration_ms = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, default=None)
+
+    class Meta:
+        ordering = ["endpoint_id", "-id"]
+        verbose_name = "webhook attempt"
+        indexes = [models.Index(fields=["endpoint", "-id"], name="webhook_attempt_log")]
+
+    def __str__(self) -> str:
+        return f"attempt of {self.delivery_id}"
+
+    def __repr__(self) -> str:
+        return f"<WebhookAttempt {self.pk}: delivery {self.delivery_id}>"

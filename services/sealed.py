@@ -21,9 +21,11 @@ from django.db.models import Model, QuerySet
 
 from services.crypto import KeyRing, Place, key_ring
 from services.masking import Secret
-from services.models import CredentialField, OAuthClient
+from services.models import CredentialField, OAuthClient, WebhookSecret
 from services.storage.dialects import FieldRow
 
+# A webhook secret's keyName, beside its endpoint's id (never a service identifier: `wh_`).
+WEBHOOK_SECRET_KEY_NAME = "webhook-secret"  # noqa: S105 - a label, not a secret
 # The client secret's keyName: keyNames of credential sets are snake case, so no set uses it.
 CLIENT_SECRET_KEY_NAME = "oauth-client-secret"  # noqa: S105 - a label, not a secret
 
@@ -33,6 +35,11 @@ def client_secret_place(*, account_id: int, provider: str) -> Place:
     return Place(account_id, provider, CLIENT_SECRET_KEY_NAME, 0)
 
 
+def webhook_secret_place(*, account_id: int, endpoint_id: str) -> Place:
+    """Where a signing secret of a webhook endpoint is bound (generation 0)."""
+    return Place(account_id, endpoint_id, WEBHOOK_SECRET_KEY_NAME, 0)
+
+
 def _credential_field_place(field: CredentialField) -> Place:
     service = field.connected_service
     return Place(service.account_id, service.service, field.key_name, service.generation)
@@ -40,6 +47,12 @@ def _credential_field_place(field: CredentialField) -> Place:
 
 def _client_secret_place(client: OAuthClient) -> Place:
     return client_secret_place(account_id=client.account_id, provider=client.provider)
+
+
+def _webhook_secret_place(secret: WebhookSecret) -> Place:
+    return webhook_secret_place(
+        account_id=secret.endpoint.account_id, endpoint_id=secret.endpoint_id
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +102,15 @@ OAUTH_CLIENT_SECRETS = SealedKind(
     account="account_id",
     place=_client_secret_place,
 )
-KINDS: tuple[SealedKind, ...] = (CREDENTIAL_FIELDS, OAUTH_CLIENT_SECRETS)
+WEBHOOK_SECRETS = SealedKind(
+    name="webhook secret",
+    model=WebhookSecret,
+    ciphertext="ciphertext",
+    account="endpoint__account_id",
+    place=_webhook_secret_place,
+    related=("endpoint",),
+)
+KINDS: tuple[SealedKind, ...] = (CREDENTIAL_FIELDS, OAUTH_CLIENT_SECRETS, WEBHOOK_SECRETS)
 
 
 def outside_ring(key_ids: frozenset[str]) -> dict[str, tuple[int, list[str]]]:

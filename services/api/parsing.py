@@ -190,6 +190,12 @@ def _moment(value: Any, where: str) -> Errors:
     return _error(where, FieldErrorCode.INVALID, RFC3339_RULE)
 
 
+def _boolean(value: Any, where: str) -> Errors:
+    if not isinstance(value, bool):
+        return _error(where, FieldErrorCode.INVALID_TYPE, "Must be true or false.")
+    return []
+
+
 def _choice(values: tuple[str, ...]) -> Check:
     def check(value: Any, where: str) -> Errors:
         if value in values and isinstance(value, str):
@@ -306,6 +312,8 @@ def compile_shape(field: serializers.Field) -> Check:
         return _whole(field.min_value, field.max_value)
     if isinstance(field, serializers.CharField):
         return _text(field)
+    if isinstance(field, serializers.BooleanField):
+        return _boolean
     raise TypeError(f"no strict check for {type(field).__name__}")
 
 

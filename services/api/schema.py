@@ -308,6 +308,19 @@ OAUTH_CLIENT_EXAMPLES = request_examples(
         }
     }
 )
+WEBHOOK_EXAMPLES = request_examples(
+    {
+        "Every event": {"url": "https://hooks.example.com/credvault"},
+        "Broken connections only": {
+            "url": "https://hooks.example.com/credvault",
+            "events": ["oauth.reauthorization_required", "connection.verification_failed"],
+            "description": "on-call",
+        },
+    }
+)
+WEBHOOK_CHANGE_EXAMPLES = request_examples(
+    {"Resume a disabled endpoint": {"enabled": True}, "Every event": {"events": []}}
+)
 CONNECT_EXAMPLES = request_examples(
     {
         "The catalog's scopes": {},

@@ -668,3 +668,113 @@ class ApprovalSerializer(serializers.Serializer):
     show_approvalUrl = staticmethod(_approval_link)
     show_services = staticmethod(_asked)
     show_granted = staticmethod(_granted)
+
+
+# --- Webhooks ------------------------------------------------------------------------
+
+MAX_WEBHOOK_URL_CHARS = 2048
+MAX_WEBHOOK_DESCRIPTION_CHARS = 500
+MAX_WEBHOOK_EVENT_TYPES = 50
+
+
+def _event_types_field(*, required: bool) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(min_length=1, max_length=64, trim_whitespace=False),
+        max_length=MAX_WEBHOOK_EVENT_TYPES,
+        required=required,
+        help_text="The event types sent to it (docs/webhooks.md); empty or absent: every type.",
+    )
+
+
+class WebhookInputSerializer(serializers.Serializer):
+    url = serializers.CharField(
+        min_length=1,
+        max_length=MAX_WEBHOOK_URL_CHARS,
+        trim_whitespace=False,
+        help_text="An https URL of a public host (or a host CREDVAULT_WEBHOOK_ALLOWED_HOSTS "
+        "names).",
+    )
+    events = _event_types_field(required=False)
+    description = serializers.CharField(
+        max_length=MAX_WEBHOOK_DESCRIPTION_CHARS, required=False, allow_blank=True
+    )
+
+
+class WebhookChangeSerializer(serializers.Serializer):
+    """What a PATCH changes; an absent member stays as it is."""
+
+    url = serializers.CharField(
+        min_length=1, max_length=MAX_WEBHOOK_URL_CHARS, trim_whitespace=False, required=False
+    )
+    events = _event_types_field(required=False)
+    description = serializers.CharField(
+        max_length=MAX_WEBHOOK_DESCRIPTION_CHARS, required=False, allow_blank=True
+    )
+    enabled = serializers.BooleanField(
+        required=False, help_text="`true` resumes an endpoint that was disabled."
+    )
+
+
+class WebhookSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The endpoint's id, `wh_...`.")
+    url = serializers.CharField()
+    events = serializers.ListField(child=serializers.CharField())
+    description = serializers.CharField()
+    enabled = serializers.BooleanField()
+    disabledReason = serializers.CharField(
+        allow_null=True, help_text="Why it was disabled (410, 5 days of failures, or by PATCH)."
+    )
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+
+
+class WebhookCreatedSerializer(serializers.Serializer):
+    id = serializers.CharField(source="endpoint.id")
+    url = serializers.CharField(source="endpoint.url")
+    events = serializers.ListField(child=serializers.CharField(), source="endpoint.events")
+    description = serializers.CharField(source="endpoint.description")
+    enabled = serializers.BooleanField(source="endpoint.enabled")
+    secret = serializers.CharField(
+        help_text="The signing secret, `whsec_` and base64: shown once, never again."
+    )
+    createdAt = serializers.DateTimeField(source="created_at")
+
+
+class WebhookSecretSerializer(serializers.Serializer):
+    id = serializers.CharField(source="endpoint.id")
+    secret = serializers.CharField(
+        help_text="The new signing secret, shown once; the previous one signs too for 24 hours."
+    )
+    createdAt = serializers.DateTimeField(source="created_at")
+
+
+class WebhookTestSerializer(serializers.Serializer):
+    eventId = serializers.CharField(source="id", help_text="The test event's id, `evt_...`.")
+    type = serializers.CharField()
+
+
+class WebhookRedeliverySerializer(serializers.Serializer):
+    eventId = serializers.CharField(source="0")
+    queued = serializers.IntegerField(source="1", help_text="Deliveries queued again.")
+
+
+class WebhookAttemptSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The attempt's id, a `before` cursor.")
+    eventId = serializers.CharField(source="delivery.event_id")
+    type = serializers.CharField(source="delivery.event.type")
+    status = serializers.IntegerField(allow_null=True, help_text="The answer's status.")
+    error = serializers.CharField(
+        allow_null=True, help_text="Without an answer: timeout, unavailable, address_refused..."
+    )
+    durationMs = serializers.IntegerField()
+    time = serializers.DateTimeField(source="attempted_at")
+    nextAttemptAt = serializers.DateTimeField(allow_null=True)
+
+
+class WebhookAttemptPageSerializer(serializers.Serializer):
+    deliveries = WebhookAttemptSerializer(many=True, source="0")
+    next = serializers.CharField(
+        allow_null=True,
+        source="1",
+        help_text="Pass as `before` for the next page; null on the last.",
+    )

@@ -7,6 +7,7 @@ from services.api import (
     oauth_views,
     proxy_views,
     service_views,
+    webhook_views,
 )
 
 # Any text at all, control characters included, to the very end (`\Z`: `$` also matches
@@ -75,4 +76,26 @@ urlpatterns = [
         name="approval-deny",
     ),
     path("audit-events", audit_views.AuditEventListView.as_view(), name="audit-events"),
+    path("webhooks", webhook_views.WebhookListView.as_view(), name="webhook-list"),
+    path("webhooks/<str:webhook_id>", webhook_views.WebhookView.as_view(), name="webhook"),
+    path(
+        "webhooks/<str:webhook_id>/rotate-secret",
+        webhook_views.WebhookRotateView.as_view(),
+        name="webhook-rotate-secret",
+    ),
+    path(
+        "webhooks/<str:webhook_id>/test",
+        webhook_views.WebhookTestView.as_view(),
+        name="webhook-test",
+    ),
+    path(
+        "webhooks/<str:webhook_id>/deliveries",
+        webhook_views.WebhookDeliveriesView.as_view(),
+        name="webhook-deliveries",
+    ),
+    path(
+        "webhook-deliveries/<str:event_id>/redeliver",
+        webhook_views.WebhookRedeliverView.as_view(),
+        name="webhook-redeliver",
+    ),
 ]

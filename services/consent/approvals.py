@@ -49,6 +49,7 @@ from services.sealed import open_set
 from services.storage.queries import standing_approvals
 from services.storage.transactions import account_transaction
 from services.times import rfc3339
+from services.webhooks import events
 
 # An agent's pending approvals and access requests at once: more is 429 too_many_pending.
 MAX_PENDING_PER_AGENT = 5
@@ -300,7 +301,35 @@ def create_pending(
             method=approval.method,
             path=approval.path,
         )
+        raise_approval_event(approval, agent_name=actor.agent_name)
     return approval
+
+
+def raise_approval_event(approval: Approval, *, agent_name: str) -> None:
+    """The webhook event of an approval asked for or decided (`approval.*` for a call,
+    `access_request.*` for access), in the change's transaction: ids, the agent, the service,
+    the status, times and the page's URL; never what the request holds."""
+    call = approval.kind == ApprovalKind.CALL
+    pending = approval.status == ApprovalStatus.PENDING
+    kinds = {
+        (True, True): events.APPROVAL_REQUESTED,
+        (True, False): events.APPROVAL_DECIDED,
+        (False, True): events.ACCESS_REQUEST_CREATED,
+        (False, False): events.ACCESS_REQUEST_DECIDED,
+    }
+    data: dict[str, object] = {
+        "approvalId": approval.id,
+        "kind": approval.kind,
+        "agent": agent_name,
+        "status": approval.status,
+        "approvalUrl": approval_url(approval.id),
+        "expiresAt": rfc3339(approval.expires_at),
+    }
+    if call:
+        data["service"] = approval.service
+    if approval.decided_at is not None:
+        data["decidedAt"] = rfc3339(approval.decided_at)
+    events.raise_event(account_id=approval.account_id, type=kinds[call, pending], data=data)
 
 
 def _agent_id(actor: Actor) -> int:

@@ -20,7 +20,12 @@ from django.utils import timezone
 from services import audit
 from services.audit import Actor, Operation
 from services.consent import waiting
-from services.consent.approvals import MAX_ALLOW_MINUTES, expire, expire_if_due
+from services.consent.approvals import (
+    MAX_ALLOW_MINUTES,
+    expire,
+    expire_if_due,
+    raise_approval_event,
+)
 from services.exceptions import (
     ApprovalDecided,
     ApprovalNotFound,
@@ -140,11 +145,13 @@ def deny(*, decider: Decider, approval_id: str) -> Approval:
 
 
 def record_decision(decider: Decider, operation: Operation, approval: Approval) -> None:
-    """The decision's event: its actor names the agent that asked."""
+    """The decision's audit event (its actor names the agent that asked) and webhook event."""
+    agent_name = approval.agent.name
     audit.record(
-        replace(decider.actor, agent_name=approval.agent.name),
+        replace(decider.actor, agent_name=agent_name),
         operation,
         service=approval.service,
         target=approval.id,
         member=decider.member,
     )
+    raise_approval_event(approval, agent_name=agent_name)

@@ -34,6 +34,7 @@ from services.set_expiry import refresh_by_of
 from services.storage import queries
 from services.storage.connections import give_back_connections
 from services.storage.transactions import account_transaction
+from services.webhooks import events
 
 # How long a claimed refresh holds before another worker may take it over: the token URL's
 # bound and a margin.
@@ -198,13 +199,19 @@ def _refresh_and_store(
             provider, client=client, refresh_token=refresh_token.reveal()
         )
     except provider_oauth.Unavailable:
-        _pause(service_id)
-        audit.record(actor, Operation.REFRESH, status=503, service=service, target="unavailable")
+        with transaction.atomic():
+            _pause(service_id)
+            audit.record(
+                actor, Operation.REFRESH, status=503, service=service, target="unavailable"
+            )
+            _raise_refresh_failed(actor, service, "unavailable")
         raise ProviderUnavailable() from None
     except provider_oauth.Misconfigured as exc:
         # The client, not the person's grant: the status stays, so that the connection
         # works again as soon as the client is corrected.
-        audit.record(actor, Operation.REFRESH, status=409, service=service, target=exc.code)
+        with transaction.atomic():
+            audit.record(actor, Operation.REFRESH, status=409, service=service, target=exc.code)
+            _raise_refresh_failed(actor, service, exc.code)
         raise OAuthClientMisconfigured() from None
     except provider_oauth.Refused as exc:
         _mark_reauthorization(actor, service, service_id, generation, why=exc.code or "refused")
@@ -269,6 +276,21 @@ def _store_generation(
             ),
         )
         audit.record(actor, Operation.REFRESH, service=service)
+        # A refresh that failed before (its pause is set) and works now: recovered.
+        if ConnectedService.objects.filter(
+            pk=service_id, refresh_paused_until__isnull=False
+        ).update(refresh_paused_until=None):
+            events.raise_event(
+                account_id=actor.account_id, type=events.OAUTH_RECOVERED, data={"service": service}
+            )
+
+
+def _raise_refresh_failed(actor: Actor, service: str, reason: str) -> None:
+    events.raise_event(
+        account_id=actor.account_id,
+        type=events.OAUTH_REFRESH_FAILED,
+        data={"service": service, "reason": reason},
+    )
 
 
 def _mark_reauthorization(
@@ -279,3 +301,8 @@ def _mark_reauthorization(
             status=ServiceStatus.REAUTHORIZATION_REQUIRED, refreshing_until=None
         )
         audit.record(actor, Operation.REFRESH, status=409, service=service, target=why[:64])
+        events.raise_event(
+            account_id=actor.account_id,
+            type=events.OAUTH_REAUTHORIZATION_REQUIRED,
+            data={"service": service, "reason": why[:64]},
+        )

@@ -5,7 +5,9 @@ docs/oauth.md. Each answers a 2xx status unless its line ends with a comment nam
 it documents (`# 403`).
 
 A token is the one the walk's own `POST .../tokens` issued, given to the shell variable that
-the next `export NAME=cva_...` line names, as a reader does. The README's agent, report-bot,
+the next `export NAME=cva_...` line names, as a reader does; likewise `export NAME=wh_...`
+takes the id of the latest `POST .../webhooks`, and `export NAME=evt_...` the event id of the
+latest webhook test. The README's agent, report-bot,
 goes on through docs/agents.md with a token issued there, so a walk that kills it before its
 last brokered call fails here.
 
@@ -43,8 +45,14 @@ WALK = [README, *(BASE_DIR / "docs" / name for name in ("api.md", "agents.md", "
 OPERATIONS_SECTION = "## The API, one curl per operation"
 DOCUMENTED_URL = "http://127.0.0.1:8000"
 STATUS_COMMENT = re.compile(r"\s+#\s*([1-5][0-9][0-9])\s*$")
-EXPORT = re.compile(r"^export (\w+)=cva_\.\.\.")
+EXPORT = re.compile(r"^export (\w+)=(cva|wh|evt)_\.\.\.")
 ISSUE = re.compile(r"-X POST \S+/tokens(\s|$)")
+# What an `export NAME=PREFIX_...` line takes: the member of the answer of the latest line
+# that matches.
+CREATED = {
+    "wh": (re.compile(r"-X POST \S+/webhooks(\s|$)"), "id"),
+    "evt": (re.compile(r"-X POST .*/webhooks/\S+/test(\s|$)"), "eventId"),
+}
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Step:
     command: str  # a curl line, or the variable an `export NAME=cva_...` line names
     documented: int | None = None  # the status its closing comment names; None: any 2xx
     export: bool = False
+    prefix: str = "cva"  # of what an export line takes: a token, a webhook's id, an event's
 
 
 def shell_lines(markdown: str) -> list[str]:
@@ -68,7 +77,7 @@ def walk_steps(markdown: str, document: str = "README.md") -> list[Step]:
     steps = []
     for line in shell_lines(markdown):
         if exported := EXPORT.match(line):
-            steps.append(Step(document, exported.group(1), export=True))
+            steps.append(Step(document, exported.group(1), export=True, prefix=exported.group(2)))
         elif line.startswith("curl "):
             documented = STATUS_COMMENT.search(line)
             if documented:
@@ -225,6 +234,7 @@ def test_every_curl_line_answers_what_the_documents_say(server):
     url, token = server
     variables = {"TOKEN": token}
     issued = None  # the token the latest POST .../tokens answered with
+    created: dict[str, str] = {}  # by prefix: the id the latest line of CREATED answered with
     answers = []
     samples = {
         (path.name, command): sample
@@ -233,6 +243,10 @@ def test_every_curl_line_answers_what_the_documents_say(server):
     }
     assert len(samples) >= 3
     for step in the_walk():
+        if step.export and step.prefix in CREATED:
+            assert step.prefix in created, f"{step.document}: {step.command} before its answer"
+            variables[step.command] = created[step.prefix]
+            continue
         if step.export:
             assert issued, f"{step.document}: {step.command} is exported before any token"
             variables[step.command] = issued
@@ -256,6 +270,9 @@ def test_every_curl_line_answers_what_the_documents_say(server):
             assert status == step.documented, where
         if ISSUE.search(step.command):
             issued = json.loads(body)["token"]
+        for prefix, (pattern, member) in CREATED.items():
+            if pattern.search(step.command):
+                created[prefix] = json.loads(body)[member]
         if (step.document, step.command) in samples:
             sample = samples.pop((step.document, step.command))
             assert_the_sample_is_the_answer(sample, json.loads(body), step.command)

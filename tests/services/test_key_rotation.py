@@ -11,9 +11,11 @@ from django.apps import apps
 from django.core.management import call_command
 from django.db import models
 from django.test import Client
+from django.utils import timezone
 
-from services.models import CredentialField, OAuthClient
+from services.models import CredentialField, OAuthClient, WebhookEndpoint
 from services.sealed import KINDS
+from services.webhooks.endpoints import signing_secrets
 from tests.conftest import KEY_A, KEY_B
 from tests.support.helpers import (
     agent_token,
@@ -59,13 +61,15 @@ def test_every_kind_rotates_and_opens_without_the_old_key(alice_api, stand_in, s
     assert put_client(alice_api, "github", marked("client-secret")).status_code == 201
     put_agent(alice_api, "bot", [{"service": "custom", "access": "read"}])
     token = agent_token(alice_api, "bot")
+    webhook = alice_api.raw("POST", "/api/v1/webhooks", '{"url": "https://hooks.example.com/"}')
+    assert webhook.status_code == 201, webhook.content
     assert sealed_key_ids() == {kind.name: {"old"} for kind in KINDS}
 
     settings.CREDVAULT_ENCRYPTION_KEYS = f"{NEW},{OLD}"
     out = StringIO()
     call_command("reencrypt", "--batch-size", "1", stdout=out)
-    assert "2 value(s) to re-seal under key new" in out.getvalue()
-    assert "done: 2 re-sealed, 0 remaining" in out.getvalue()
+    assert "3 value(s) to re-seal under key new" in out.getvalue()
+    assert "done: 3 re-sealed, 0 remaining" in out.getvalue()
     assert sealed_key_ids() == {kind.name: {"new"} for kind in KINDS}
 
     settings.CREDVAULT_ENCRYPTION_KEYS = NEW
@@ -79,6 +83,10 @@ def test_every_kind_rotates_and_opens_without_the_old_key(alice_api, stand_in, s
     page = callback(**consent(stand_in, authorize_url))
     assert page.status_code == 200, page.content
     assert "GitHub is connected" in page.content.decode()
+    # The webhook secret opens: it is the one that signs.
+    endpoint = WebhookEndpoint.objects.get(pk=webhook.json()["id"])
+    opened = signing_secrets(endpoint, now=timezone.now())
+    assert [secret.reveal() for secret in opened] == [webhook.json()["secret"]]
 
 
 @pytest.mark.django_db
@@ -90,6 +98,10 @@ def test_readiness_and_check_see_a_kind_sealed_with_a_dropped_key(
     if kind == "credential field":
         assert alice_api.store("custom", creds(api_key="v1", other="v2")).status_code == 201
         count = 2
+    elif kind == "webhook secret":
+        body = '{"url": "https://hooks.example.com/"}'
+        assert alice_api.raw("POST", "/api/v1/webhooks", body).status_code == 201
+        count = 1
     else:
         assert put_client(alice_api, "github", "secret").status_code == 201
         count = 1

@@ -58,6 +58,17 @@ class TestSystemChecks:
                 "'http://x/' is not a host or host:port",
             ),
             (
+                {"CREDVAULT_WEBHOOK_ALLOWED_HOSTS": "receiver.internal, http://x/"},
+                "credvault.E026",
+                "'http://x/' is not a host or host:port",
+            ),
+            ({"CREDVAULT_APPROVAL_TTL": "59"}, "credvault.E025", "CREDVAULT_APPROVAL_TTL must be"),
+            (
+                {"CREDVAULT_APPROVAL_MAX_WAIT": "601"},
+                "credvault.E027",
+                "CREDVAULT_APPROVAL_MAX_WAIT",
+            ),
+            (
                 {"CREDVAULT_MCP_MAX_RESULT": "0"},
                 "credvault.E019",
                 "CREDVAULT_MCP_MAX_RESULT must be at least 1 byte",

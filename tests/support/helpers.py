@@ -132,6 +132,12 @@ def audit_record_queries() -> int:
     return 1
 
 
+def webhook_event_queries() -> int:
+    """The webhook event of a change, for an account with no endpoint that takes it: one
+    SELECT of the account's enabled endpoints, and nothing written."""
+    return 1
+
+
 def replace_fields_queries() -> int:
     """A replacing store moves the service's row to its next generation, deletes the fields
     whose keyName is not in the new set and writes over or inserts the others: one statement

@@ -19,6 +19,7 @@ from tests.support.helpers import (
     audit_record_queries,
     creds,
     replace_fields_queries,
+    webhook_event_queries,
 )
 
 
@@ -55,7 +56,7 @@ def test_storing_a_new_service_is_constant(
 ):
     with_services(existing)
     values = {f"field_{i}": "v" for i in range(fields)}
-    with django_assert_num_queries(7 + audit_record_queries()):
+    with django_assert_num_queries(7 + audit_record_queries() + webhook_event_queries()):
         # 1. SELECT the token by digest, joined to its account
         # 2. SAVEPOINT
         # 3. SELECT the service FOR UPDATE (none yet), after locking the audit head (it
@@ -63,7 +64,7 @@ def test_storing_a_new_service_is_constant(
         # 4. SELECT COUNT of the account's services (the limit)
         # 5. INSERT the service
         # 6. INSERT every field at once
-        # then append the audit event, and
+        # then append the audit event, look for endpoints of its webhook event, and
         # 7. RELEASE SAVEPOINT
         response = alice_api.store("fresh", creds(**values))
     assert response.status_code == 201
@@ -76,7 +77,9 @@ def test_replacing_a_service_is_constant(
 ):
     with_services(existing)
     values = {f"field_{i}": "v" for i in range(fields)}
-    with django_assert_num_queries(4 + replace_fields_queries() + audit_record_queries()):
+    with django_assert_num_queries(
+        4 + replace_fields_queries() + audit_record_queries() + webhook_event_queries()
+    ):
         # 1. SELECT the token by digest, joined to its account
         # 2. SAVEPOINT
         # 3. SELECT the service FOR UPDATE, after locking the audit head (it orders every
@@ -84,7 +87,7 @@ def test_replacing_a_service_is_constant(
         # then the replacement: move the service to its next generation, DELETE the fields
         # whose keyName is gone, write over or INSERT the others (one statement on
         # PostgreSQL, three on SQLite)
-        # then append the audit event, and
+        # then append the audit event, look for endpoints of its webhook event, and
         # 4. RELEASE SAVEPOINT
         response = alice_api.store("svc-0000", creds(**values))
     assert response.status_code == 200
@@ -96,13 +99,13 @@ def test_removing_a_service_is_constant(
     alice_api, with_services, django_assert_num_queries, existing
 ):
     with_services(existing)
-    with django_assert_num_queries(6 + audit_change_queries()):
+    with django_assert_num_queries(6 + audit_change_queries() + webhook_event_queries()):
         # 1. SELECT the token by digest, joined to its account
         # 2. SAVEPOINT, then lock the audit head (orders every change of the account)
         # 3. SELECT the service to delete (Django's deletion collector)
         # 4. DELETE its fields
         # 5. DELETE the service
-        # then append the audit event, and
+        # then append the audit event, look for endpoints of its webhook event, and
         # 6. RELEASE SAVEPOINT
         response = alice_api.delete("svc-0000")
     assert response.status_code == 204

@@ -99,6 +99,15 @@ class TestSchemaAndDocs:
             ("/api/v1/approvals/{approval_id}/deny", "post"),
             ("/api/v1/agent/access-requests", "post"),
             ("/api/v1/agent/access-requests/{approval_id}", "get"),
+            ("/api/v1/webhooks", "get"),
+            ("/api/v1/webhooks", "post"),
+            ("/api/v1/webhooks/{webhook_id}", "get"),
+            ("/api/v1/webhooks/{webhook_id}", "patch"),
+            ("/api/v1/webhooks/{webhook_id}", "delete"),
+            ("/api/v1/webhooks/{webhook_id}/rotate-secret", "post"),
+            ("/api/v1/webhooks/{webhook_id}/test", "post"),
+            ("/api/v1/webhooks/{webhook_id}/deliveries", "get"),
+            ("/api/v1/webhook-deliveries/{event_id}/redeliver", "post"),
         }
         for name in ("accountToken", "agentToken"):
             scheme = doc["components"]["securitySchemes"][name]
@@ -111,7 +120,11 @@ class TestSchemaAndDocs:
                 optional = path.endswith(("/tokens", "/approve", "/deny")) or path.startswith(
                     "/api/v1/connect/"
                 )
-                if method in item and not optional and "/proxy/" not in path:
+                # The actions on a webhook endpoint or an event take no body at all.
+                bodiless = path.endswith(("/rotate-secret", "/test", "/redeliver"))
+                if method in item and bodiless and path.startswith("/api/v1/webhook"):
+                    assert "requestBody" not in item[method], (path, method)
+                elif method in item and not optional and "/proxy/" not in path:
                     body = item[method]["requestBody"]
                     assert body["required"] is True, (path, method)
                     assert list(body["content"]) == ["application/json"], (path, method)
@@ -396,7 +409,7 @@ class TestEveryStatusIsDocumented:
             for path, method, operation in operations(doc)
             if "204" in operation["responses"]
         ]
-        assert len(no_content) == 4
+        assert len(no_content) == 5
         for path, method, response in no_content:
             assert "content" not in response, (path, method)
 
@@ -458,6 +471,15 @@ class TestNamesForClientGenerators:
             "ServiceStatus",
             "VerificationReason",
             "VerificationResult",
+            "PatchedWebhookChange",
+            "Webhook",
+            "WebhookAttempt",
+            "WebhookAttemptPage",
+            "WebhookCreated",
+            "WebhookInput",
+            "WebhookRedelivery",
+            "WebhookSecret",
+            "WebhookTest",
         }
 
     def test_no_enum_has_a_single_value(self, doc):
@@ -548,6 +570,20 @@ class TestNamesForClientGenerators:
                     "connect",
                 )
             },
+            **{
+                operation: ["webhooks"]
+                for operation in (
+                    "list_webhooks",
+                    "create_webhook",
+                    "get_webhook",
+                    "update_webhook",
+                    "delete_webhook",
+                    "rotate_webhook_secret",
+                    "send_webhook_test_event",
+                    "list_webhook_deliveries",
+                    "redeliver_webhook_event",
+                )
+            },
         }
         assert [tag["name"] for tag in doc["tags"]] == [
             "services",
@@ -558,4 +594,5 @@ class TestNamesForClientGenerators:
             "audit",
             "approvals",
             "oauth",
+            "webhooks",
         ]

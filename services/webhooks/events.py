@@ -1,0 +1,125 @@
+"""The outbox: `raise_event`, the one way an event comes to be.
+
+An event is a `WebhookEvent` row written inside the transaction of the change that causes it,
+with one `WebhookDelivery` per enabled endpoint of the account that takes its type: a change
+that rolls back leaves no event, and a committed one is delivered by a worker however often
+workers die. An account without such an endpoint writes nothing (one query).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from services.models import WebhookDelivery, WebhookEndpoint, WebhookEvent, WebhookSequence
+from services.times import rfc3339
+
+CONNECTION_CREATED = "connection.created"
+CONNECTION_REPLACED = "connection.replaced"
+CONNECTION_REMOVED = "connection.removed"
+CONNECTION_VERIFIED = "connection.verified"
+CONNECTION_VERIFICATION_FAILED = "connection.verification_failed"
+OAUTH_REFRESH_FAILED = "oauth.refresh_failed"
+OAUTH_REAUTHORIZATION_REQUIRED = "oauth.reauthorization_required"
+OAUTH_RECOVERED = "oauth.recovered"
+CREDENTIAL_EXPIRING = "credential.expiring"
+AGENT_TOKEN_CREATED = "agent.token_created"  # noqa: S105 - an event type
+AGENT_TOKEN_REVOKED = "agent.token_revoked"  # noqa: S105 - an event type
+AGENT_DELETED = "agent.deleted"
+APPROVAL_REQUESTED = "approval.requested"
+APPROVAL_DECIDED = "approval.decided"
+ACCESS_REQUEST_CREATED = "access_request.created"
+ACCESS_REQUEST_DECIDED = "access_request.decided"
+WEBHOOK_TEST = "webhook.test"
+
+EVENT_TYPES: tuple[str, ...] = (
+    CONNECTION_CREATED,
+    CONNECTION_REPLACED,
+    CONNECTION_REMOVED,
+    CONNECTION_VERIFIED,
+    CONNECTION_VERIFICATION_FAILED,
+    OAUTH_REFRESH_FAILED,
+    OAUTH_REAUTHORIZATION_REQUIRED,
+    OAUTH_RECOVERED,
+    CREDENTIAL_EXPIRING,
+    AGENT_TOKEN_CREATED,
+    AGENT_TOKEN_REVOKED,
+    AGENT_DELETED,
+    APPROVAL_REQUESTED,
+    APPROVAL_DECIDED,
+    ACCESS_REQUEST_CREATED,
+    ACCESS_REQUEST_DECIDED,
+    WEBHOOK_TEST,
+)
+
+
+def takes(events: list[str], type: str) -> bool:
+    """Whether an endpoint subscribed to `events` (empty: every type) takes `type`.
+    `webhook.test` goes only to the endpoint it is sent to, never by subscription."""
+    return type != WEBHOOK_TEST and (not events or type in events)
+
+
+def raise_event(*, account_id: int, type: str, data: Mapping[str, object]) -> WebhookEvent | None:
+    """Write an event of the account for every enabled endpoint that takes `type`, inside
+    the caller's transaction (or one of its own); None when no endpoint takes it.
+
+    `data` holds service identifiers, agent names, statuses, ids and times, never a value, a
+    token or a digest; the event adds the account's next `sequence` and `occurredAt`.
+    """
+    if type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {type!r}")
+    with transaction.atomic(savepoint=False):
+        rows = WebhookEndpoint.objects.filter(account_id=account_id, enabled=True)
+        targets = [pk for pk, events in rows.values_list("id", "events") if takes(events, type)]
+        if not targets:
+            return None
+        return _write(account_id=account_id, type=type, data=data, endpoint_ids=targets)
+
+
+def raise_test_event(*, account_id: int, endpoint_id: str) -> WebhookEvent:
+    """A `webhook.test` event for one endpoint, whether or not it is enabled."""
+    with transaction.atomic(savepoint=False):
+        return _write(
+            account_id=account_id,
+            type=WEBHOOK_TEST,
+            data={"webhookId": endpoint_id},
+            endpoint_ids=[endpoint_id],
+        )
+
+
+def next_sequence(*, account_id: int) -> int:
+    """Inside a transaction: the account's next event sequence. The UPDATE locks the
+    account's counter row until the commit, so two writers never share a number."""
+    WebhookSequence.objects.bulk_create(
+        [WebhookSequence(account_id=account_id)], ignore_conflicts=True
+    )
+    WebhookSequence.objects.filter(pk=account_id).update(last=F("last") + 1)
+    return WebhookSequence.objects.values_list("last", flat=True).get(pk=account_id)
+
+
+def _write(
+    *, account_id: int, type: str, data: Mapping[str, object], endpoint_ids: list[str]
+) -> WebhookEvent:
+    sequence = next_sequence(account_id=account_id)
+    now = timezone.now()
+    event = WebhookEvent.objects.create(
+        account_id=account_id,
+        sequence=sequence,
+        type=type,
+        data={**data, "sequence": sequence, "occurredAt": rfc3339(now)},
+        occurred_at=now,
+    )
+    WebhookDelivery.objects.bulk_create(
+        WebhookDelivery(event=event, endpoint_id=pk, sequence=sequence, next_attempt_at=now)
+        for pk in endpoint_ids
+    )
+    return event
+
+
+def iso(moment: datetime | None) -> str | None:
+    """A moment as the events' data writes it."""
+    return rfc3339(moment) if moment is not None else None
