@@ -39,11 +39,13 @@ COMMANDS = sorted(
 # account `acme` with the agent `bot`): a start-up error must stop it all the same.
 VALID = {
     "bootstrap_demo": [],
+    "check_webhooks": [],
     "checkpoint_audit": [],
     "create_account": ["other"],
     "create_agent": ["acme", "bot2"],
     "create_member": ["acme", "person@example.com"],
     "deactivate_account": ["acme"],
+    "deliver_webhooks": ["--once"],
     "expire_token": ["cvt_nothere1"],
     "generate_key": [],
     "issue_agent_token": ["acme", "bot"],
@@ -62,6 +64,7 @@ VALID = {
 # Each command's own bad input, and what its one line says.
 BAD_INPUT = [
     ("bootstrap_demo", ["--base-url"], "expected one argument"),
+    ("check_webhooks", ["extra"], "unrecognized arguments: extra"),
     ("checkpoint_audit", ["nobody"], "no account named 'nobody'"),
     ("create_account", ["a b/c"], "account name is 1 to 64 characters"),
     ("create_account", ["acme"], "account 'acme' exists already"),
@@ -75,6 +78,8 @@ BAD_INPUT = [
     ("create_member", ["acme", "a@example.com", "--expires-in", "0"], "--expires-in takes"),
     ("create_member", ["acme", "a@example.com", "--expires-in", "x"], "invalid int value"),
     ("deactivate_account", ["nobody"], "no account named 'nobody'"),
+    ("deliver_webhooks", ["--threads", "0"], "--threads must be 1 or more"),
+    ("deliver_webhooks", ["--poll", "x"], "argument --poll: invalid float"),
     ("expire_token", ["cvt_nothere1"], "no token with prefix 'cvt_nothere1'"),
     ("expire_token", ["cvt_nothere1", "--in-days", "x"], "argument --in-days: invalid int"),
     ("generate_key", ["extra"], "unrecognized arguments: extra"),
