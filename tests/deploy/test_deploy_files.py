@@ -259,7 +259,8 @@ def test_systemd_analyze_verifies_the_webhook_unit(tmp_path):
     )
     assert systemd_problems(text, tmp_path, WORKER_UNIT.name) == []
     broken = text.replace("ProtectHome=yes", "ProtectHom=yes")
-    assert any("ProtectHom" in line for line in systemd_problems(broken, tmp_path, WORKER_UNIT.name))
+    problems = systemd_problems(broken, tmp_path, WORKER_UNIT.name)
+    assert any("ProtectHom" in line for line in problems)
 
 
 # --- the environment file and the management commands of the guide ----------------------------

@@ -12,6 +12,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -130,8 +131,8 @@ def session_processes(session: int) -> dict[int, str]:
         if not entry.isdigit():
             continue
         try:
-            stat = open(f"/proc/{entry}/stat", encoding="utf-8").read()
-            cmdline = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ")
+            stat = Path(f"/proc/{entry}/stat").read_text(encoding="utf-8")
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
         # The fields after the command's name, which may hold spaces: state, ppid, pgrp, sid.
@@ -178,7 +179,8 @@ def test_the_webhook_worker_stops_when_the_server_stops(tmp_path, stop):
                 break
             assert shell.poll() is None, shell.communicate()
             time.sleep(0.1)
-        assert worker and gunicorn, session_processes(shell.pid)
+        assert worker, session_processes(shell.pid)
+        assert gunicorn, session_processes(shell.pid)
         if stop == "ctrl-c":
             os.killpg(shell.pid, signal.SIGINT)
         else:
@@ -201,5 +203,5 @@ def test_the_webhook_worker_stops_when_the_server_stops(tmp_path, stop):
 
 
 def parent_of(pid: int) -> int:
-    stat = open(f"/proc/{pid}/stat", encoding="utf-8").read()
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
     return int(stat.rsplit(")", 1)[1].split()[1])
