@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -261,16 +262,27 @@ def test_a_worker_killed_mid_attempt_leaves_the_event_to_the_next(tmp_path, reco
     assert "Traceback" not in log.read_text()
 
 
-POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/cv_worker_share"
+# This run's own database: two runs on one machine never share it.
+POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/cv_worker_share_{os.getpid()}"
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[str]:
+    require_local_service("PostgreSQL", 5432)
+    fresh_postgres(POSTGRES_URL)
+    yield POSTGRES_URL
+    import psycopg
+
+    base, name = POSTGRES_URL.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as db:
+        db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_two_workers_on_postgresql_share_1000_events_never_sending_one_twice_at_once(
-    tmp_path, recorder_at
+    tmp_path, recorder_at, postgres_database
 ):
-    require_local_service("PostgreSQL", 5432)
     recorder, url = recorder_at()
-    fresh_postgres(POSTGRES_URL)
-    env = server_env(POSTGRES_URL, CREDVAULT_WEBHOOK_ALLOWED_HOSTS="127.0.0.1")
+    env = server_env(postgres_database, CREDVAULT_WEBHOOK_ALLOWED_HOSTS="127.0.0.1")
     made = set_up(env, url=url, accounts=20, events=50)
     every_event = {event_id for each in made for event_id in each["events"]}
     assert len(every_event) == 1000
