@@ -23,6 +23,14 @@ run: setup
 	@$(PYTHON) scripts/write_env.py --follow-bind .env
 	$(PY) manage.py migrate --no-input
 	$(PY) manage.py bootstrap_demo --base-url http://$(CREDVAULT_BIND)
+	$(SERVE)
+
+# gunicorn in the foreground and the webhook worker beside it, stopped when gunicorn stops:
+# Ctrl-C reaches both (the worker ends after its attempts in flight), and the trap ends the
+# worker whatever else stopped gunicorn. The shell ignores the signal itself so that it waits
+# for gunicorn and then runs the trap.
+SERVE = $(PY) manage.py deliver_webhooks & worker=$$!; \
+	trap 'kill $$worker 2>/dev/null; wait $$worker' EXIT; trap : INT TERM; \
 	$(BIN)/gunicorn -c gunicorn.conf.py credvault.wsgi:application
 
 # PYTEST_ARGS passes options to pytest (.ci/run: a JUnit report for its totals). The tests are

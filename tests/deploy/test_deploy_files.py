@@ -22,6 +22,7 @@ from tests.support.helpers import management_commands
 
 DEPLOY = BASE_DIR / "deploy"
 UNIT = DEPLOY / "credvault.service"
+WORKER_UNIT = DEPLOY / "credvault-webhooks.service"
 NGINX = DEPLOY / "nginx.conf"
 MANAGE = DEPLOY / "credvault-manage"
 PRODUCTION_DOC = BASE_DIR / "docs" / "production.md"
@@ -86,11 +87,11 @@ def production() -> str:
 # --- the systemd unit -----------------------------------------------------------------------
 
 
-def unit_file() -> configparser.ConfigParser:
+def unit_file(path=UNIT) -> configparser.ConfigParser:
     # systemd allows a key more than once (the last wins) and `%` has no special meaning here.
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.optionxform = str  # keys are case-sensitive
-    parser.read_string(UNIT.read_text(encoding="utf-8"), source=str(UNIT))
+    parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
     return parser
 
 
@@ -159,11 +160,11 @@ def test_the_unit_is_hardened(option, value):
     assert unit_file()["Service"][option] == value
 
 
-def systemd_problems(text: str, directory) -> list[str]:
+def systemd_problems(text: str, directory, name: str = "credvault.service") -> list[str]:
     """What `systemd-analyze verify` reports about a unit of this text: unknown options, bad
     values, bad sections. The user, the environment file and the other units it names need
     not exist on this machine, and are not reported."""
-    copy = directory / "credvault.service"
+    copy = directory / name
     copy.write_text(text, encoding="utf-8")
     result = subprocess.run(
         ["systemd-analyze", "verify", "--man=no", str(copy)],
@@ -175,7 +176,7 @@ def systemd_problems(text: str, directory) -> list[str]:
     return [
         line
         for line in (result.stdout + result.stderr).splitlines()
-        if "credvault.service" in line
+        if name in line
         and not re.search(r"user|group|EnvironmentFile|No such file|not found", line, re.I)
     ]
 
@@ -196,6 +197,70 @@ def test_systemd_analyze_verifies_the_unit(tmp_path):
     # The same unit with a misspelled option is reported: the check can fail.
     broken = text.replace("ProtectSystem=strict", "ProtectSystm=strict")
     assert any("ProtectSystm" in line for line in systemd_problems(broken, tmp_path))
+
+
+# --- the webhook worker's unit -----------------------------------------------------------------
+
+# What differs between the two units: how each starts and what it runs.
+ONLY_THE_SERVERS = {"Type", "NotifyAccess", "ExecStart", "ExecReload"}
+
+
+def test_the_webhook_unit_runs_deliver_webhooks_from_the_servers_venv(production):
+    server, worker = unit_file()["Service"], unit_file(WORKER_UNIT)["Service"]
+    venv = shlex.split(server["ExecStart"])[0].removesuffix("/bin/gunicorn")
+    assert shlex.split(worker["ExecStart"]) == [
+        f"{venv}/bin/python",
+        "-m",
+        "credvault.manage",
+        "deliver_webhooks",
+    ]
+    assert "deliver_webhooks" in get_commands()
+    assert worker["Type"] == "exec"
+    assert "NotifyAccess" not in worker
+    env_path, _ = environment_file(production)
+    assert worker["EnvironmentFile"] == env_path
+    assert unit_file(WORKER_UNIT)["Install"]["WantedBy"] == "multi-user.target"
+
+
+def test_the_webhook_unit_has_every_setting_and_hardening_of_the_servers():
+    """User, environment file, working directory, the settings check, restarts and every
+    hardening option: a line added to one unit and not the other fails here."""
+    server, worker = unit_file()["Service"], unit_file(WORKER_UNIT)["Service"]
+    shared = set(server) - ONLY_THE_SERVERS
+    assert {key: worker.get(key) for key in shared} == {key: server[key] for key in shared}
+    assert set(worker) <= set(server)
+
+
+def test_the_guide_installs_enables_and_watches_the_webhook_unit(production):
+    installed = f"/etc/systemd/system/{WORKER_UNIT.name}"
+    assert f"install -m 0644 /srv/credvault/src/deploy/{WORKER_UNIT.name} {installed}" in (
+        production
+    )
+    assert "systemctl enable --now credvault-webhooks\n" in production
+    assert "systemctl status credvault-webhooks\n" in production
+    assert "journalctl -u credvault-webhooks\n" in production
+    # Upgrades restart it with the server.
+    assert "systemctl restart credvault credvault-webhooks" in production
+
+
+def test_the_operations_section_shows_the_webhook_backlog():
+    text = PRODUCTION_DOC.read_text(encoding="utf-8")
+    operations = re.search(r"^## Operations\n(.*?)(?=^## )", text, re.MULTILINE | re.DOTALL)
+    assert operations, "docs/production.md has no '## Operations' section"
+    assert "credvault-manage check_webhooks" in operations.group(1)
+    assert "check_webhooks" in get_commands()
+
+
+def test_systemd_analyze_verifies_the_webhook_unit(tmp_path):
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed: the unit was only parsed")
+    text = WORKER_UNIT.read_text(encoding="utf-8").replace(
+        "/srv/credvault/venv/bin/python", sys.executable
+    )
+    assert systemd_problems(text, tmp_path, WORKER_UNIT.name) == []
+    broken = text.replace("ProtectHome=yes", "ProtectHom=yes")
+    problems = systemd_problems(broken, tmp_path, WORKER_UNIT.name)
+    assert any("ProtectHom" in line for line in problems)
 
 
 # --- the environment file and the management commands of the guide ----------------------------

@@ -12,10 +12,11 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
-from tests.support.harness import BASE_DIR, free_port, server_env
+from tests.support.harness import BASE_DIR, free_port, listening, server_env
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
@@ -113,3 +114,94 @@ def test_ctrl_c_stops_the_server_without_a_traceback(tmp_path):
     assert "Shutting down: Master" in stderr
     assert "Traceback" not in stderr
     assert "SystemExit" not in stderr
+
+
+def test_make_run_starts_the_webhook_worker_beside_gunicorn():
+    plan = make("-n", "run", "CREDVAULT_BIND=127.0.0.1:9123").stdout
+    serve = plan.splitlines()[-1]
+    assert "manage.py deliver_webhooks &" in serve
+    assert serve.index("deliver_webhooks") < serve.index("gunicorn -c gunicorn.conf.py")
+    assert "trap " in serve
+
+
+def session_processes(session: int) -> dict[int, str]:
+    """The live processes of a session: pid and command line."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text(encoding="utf-8")
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        # The fields after the command's name, which may hold spaces: state, ppid, pgrp, sid.
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[3]) == session:
+            found[int(entry)] = cmdline.decode(errors="replace")
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find the processes")
+@pytest.mark.parametrize("stop", ["ctrl-c", "gunicorn-stops"])
+def test_the_webhook_worker_stops_when_the_server_stops(tmp_path, stop):
+    """Ctrl-C reaches gunicorn and the worker alike; when gunicorn stops for another reason
+    (here SIGTERM to its master alone), the recipe's trap ends the worker."""
+    bind = f"127.0.0.1:{free_port()}"
+    serve = make("-n", "run", f"CREDVAULT_BIND={bind}").stdout.splitlines()[-1]
+    env = server_env(f"sqlite:///{tmp_path / 'run.sqlite3'}", CREDVAULT_BIND=bind)
+    env["WEB_CONCURRENCY"] = "1"
+    subprocess.run(
+        [str(BASE_DIR / ".venv" / "bin" / "python"), "manage.py", "migrate", "--no-input"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
+    # The recipe's line, as make runs it, in a process group of its own as a terminal would.
+    shell = subprocess.Popen(
+        ["/bin/sh", "-c", serve],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        worker = gunicorn = None
+        for _ in range(300):
+            running = session_processes(shell.pid)
+            worker = next((p for p, cmd in running.items() if "deliver_webhooks" in cmd), None)
+            gunicorn = next((p for p, cmd in running.items() if "gunicorn" in cmd), None)
+            if worker and gunicorn and listening(int(bind.rsplit(":", 1)[1])):
+                break
+            assert shell.poll() is None, shell.communicate()
+            time.sleep(0.1)
+        assert worker, session_processes(shell.pid)
+        assert gunicorn, session_processes(shell.pid)
+        if stop == "ctrl-c":
+            os.killpg(shell.pid, signal.SIGINT)
+        else:
+            # The master is the shell's child; its workers are the master's.
+            [master] = [
+                pid
+                for pid, cmd in session_processes(shell.pid).items()
+                if "gunicorn" in cmd and parent_of(pid) == shell.pid
+            ]
+            os.kill(master, signal.SIGTERM)
+        stdout, stderr = shell.communicate(timeout=60)
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    assert session_processes(shell.pid) == {}
+    assert "delivering webhooks as" in stdout
+    assert "Traceback" not in stderr
+    assert "Shutting down: Master" in stderr
+
+
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    return int(stat.rsplit(")", 1)[1].split()[1])
