@@ -122,10 +122,8 @@ def test_an_event_for_three_endpoints_is_four_statements(
         assert event is not None
         assert event.sequence == sequence
         stored = WebhookEvent.objects.get(pk=event.pk)
-        assert stored.data == event.data == {
-            "sequence": sequence,
-            "occurredAt": event.data["occurredAt"],
-        }
+        assert stored.data == event.data
+        assert event.data == {"sequence": sequence, "occurredAt": event.data["occurredAt"]}
         assert stored.occurred_at == event.occurred_at
         deliveries = WebhookDelivery.objects.filter(event=event, state="pending")
         assert sorted(deliveries.values_list("sequence", flat=True)) == [sequence] * 3
