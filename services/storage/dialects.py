@@ -33,6 +33,9 @@ from services.models import (
     ConnectedService,
     CredentialField,
     Grant,
+    WebhookDelivery,
+    WebhookEvent,
+    WebhookSequence,
 )
 
 # The columns of an audit event that the caller gives; the append computes seq and digests.
@@ -112,10 +115,31 @@ class Dialect:
             f"INSERT INTO {table(AuditEvent)} ({', '.join(AUDIT_GIVEN)}, seq, prev_digest, "
             "digest) SELECT " + ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
         )
+        # The account's next webhook event sequence: the row made at the first event, then
+        # raised in place; its row lock orders two writers of the account's events.
+        sequences = table(WebhookSequence)
+        self.next_webhook_sequence = (
+            f"INSERT INTO {sequences} (account_id, last) VALUES (%s, 1) "
+            f"ON CONFLICT (account_id) DO UPDATE SET last = {sequences}.last + 1 RETURNING last"
+        )
+        self.insert_webhook_event = (
+            f"INSERT INTO {table(WebhookEvent)} (id, account_id, sequence, type, data, "
+            "occurred_at) VALUES (%s, %s, %s, %s, %s, %s)"
+        )
         # The completion of an event written before its call left: outside its chained form.
         self.complete_event = (
             f"UPDATE {table(AuditEvent)} SET outcome = %s, status = %s, upstream_status = %s, "
             "completion_mac = %s WHERE account_id = %s AND seq = %s"
+        )
+
+    @lru_cache(maxsize=16)  # noqa: B019
+    def insert_webhook_deliveries(self, count: int) -> str:
+        """`count` pending deliveries of one event, each (event, endpoint, sequence, due at,
+        created at)."""
+        values = ", ".join(["(%s, %s, %s, 'pending', 0, %s, '', %s)"] * count)
+        return (
+            f"INSERT INTO {self.table(WebhookDelivery)} (event_id, endpoint_id, sequence, state, "
+            f"attempts, next_attempt_at, last_error, created_at) VALUES {values}"
         )
 
     @lru_cache(maxsize=64)  # noqa: B019 (one instance per vendor, kept for the process)

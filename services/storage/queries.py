@@ -9,14 +9,14 @@ indexed statements (docs/performance.md); everything else credvault does goes th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from services.models import ApprovalKind, ApprovalStatus
+from services.models import ApprovalKind, ApprovalStatus, WebhookEvent
 from services.storage.dialects import ACCOUNT_TOKEN as ACCOUNT_TOKEN  # the kinds of token
 from services.storage.dialects import AGENT_TOKEN as AGENT_TOKEN
 from services.storage.dialects import AUDIT_GIVEN, FieldRow, dialect_for
@@ -280,3 +280,36 @@ def complete_event(
     params = [outcome, status, upstream_status, completion_mac, account_id, seq]
     with dialect.single_write(db), db.cursor() as cursor:
         cursor.execute(dialect.complete_event, params)
+
+
+def write_webhook_event(
+    *,
+    account_id: int,
+    event_id: str,
+    type: str,
+    data: Callable[[int], dict[str, Any]],
+    occurred_at: datetime,
+    endpoint_ids: Sequence[str],
+) -> int:
+    """Inside the caller's transaction: the account's next event sequence, the event (its
+    data made by `data` from that sequence) and a pending delivery to each endpoint, due at
+    once, in three statements. The sequence."""
+    db = _db()
+    dialect = dialect_for(db)
+    moment = db.ops.adapt_datetimefield_value(occurred_at)
+    with db.cursor() as cursor:
+        cursor.execute(dialect.next_webhook_sequence, [account_id])
+        sequence = int(cursor.fetchone()[0])
+        stored = _EVENT_DATA.get_db_prep_value(data(sequence), connection=db)
+        cursor.execute(
+            dialect.insert_webhook_event,
+            [event_id, account_id, sequence, type, stored, moment],
+        )
+        rows = [(event_id, pk, sequence, moment, moment) for pk in endpoint_ids]
+        cursor.execute(
+            dialect.insert_webhook_deliveries(len(rows)), [item for row in rows for item in row]
+        )
+    return sequence
+
+
+_EVENT_DATA = WebhookEvent._meta.get_field("data")

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
-from services.models import WebhookDelivery, WebhookEndpoint, WebhookEvent, WebhookSequence
+from services.models import WebhookEndpoint, WebhookEvent, new_event_id
+from services.storage import queries
 from services.times import rfc3339
 
 CONNECTION_CREATED = "connection.created"
@@ -91,32 +91,26 @@ def raise_test_event(*, account_id: int, endpoint_id: str) -> WebhookEvent:
         )
 
 
-def next_sequence(*, account_id: int) -> int:
-    """Inside a transaction: the account's next event sequence. The UPDATE locks the
-    account's counter row until the commit, so two writers never share a number."""
-    WebhookSequence.objects.bulk_create(
-        [WebhookSequence(account_id=account_id)], ignore_conflicts=True
-    )
-    WebhookSequence.objects.filter(pk=account_id).update(last=F("last") + 1)
-    return WebhookSequence.objects.values_list("last", flat=True).get(pk=account_id)
-
-
 def _write(
     *, account_id: int, type: str, data: Mapping[str, object], endpoint_ids: list[str]
 ) -> WebhookEvent:
-    sequence = next_sequence(account_id=account_id)
     now = timezone.now()
-    event = WebhookEvent.objects.create(
+    occurred = rfc3339(now)
+    event = WebhookEvent(id=new_event_id(), account_id=account_id, type=type, occurred_at=now)
+
+    def with_sequence(sequence: int) -> dict[str, object]:
+        return {**data, "sequence": sequence, "occurredAt": occurred}
+
+    event.sequence = queries.write_webhook_event(
         account_id=account_id,
-        sequence=sequence,
+        event_id=event.id,
         type=type,
-        data={**data, "sequence": sequence, "occurredAt": rfc3339(now)},
+        data=with_sequence,
         occurred_at=now,
+        endpoint_ids=endpoint_ids,
     )
-    WebhookDelivery.objects.bulk_create(
-        WebhookDelivery(event=event, endpoint_id=pk, sequence=sequence, next_attempt_at=now)
-        for pk in endpoint_ids
-    )
+    event.data = with_sequence(event.sequence)
+    event._state.adding = False  # written: a save() updates it
     return event
 
 

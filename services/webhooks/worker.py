@@ -97,7 +97,9 @@ def drain_endpoint(endpoint_id: str, owner: str) -> int:
 
 @dataclass
 class Worker:
-    """A pool of `threads` threads; `run_once` sends what is due now, `run` loops."""
+    """A pool of `threads` threads; `run_once` sends what is due now, `run` loops: it looks
+    for due endpoints every `poll_seconds`, and at once when a thread let an endpoint go
+    after a full batch (its backlog is not paced by the poll)."""
 
     threads: int = 4
     poll_seconds: float = 1.0
@@ -108,6 +110,12 @@ class Worker:
         self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="webhooks")
         self._busy: dict[str, Future[int]] = {}
         self.stopping = threading.Event()
+        self._wake = threading.Event()
+
+    def stop(self) -> None:
+        """End `run` after the attempts in flight (safe in a signal handler)."""
+        self.stopping.set()
+        self._wake.set()
 
     def _drain(self, endpoint_id: str) -> int:
         try:
@@ -115,13 +123,19 @@ class Worker:
         finally:
             connections.close_all()
 
+    def _drained(self, future: Future[int]) -> None:
+        if not future.cancelled() and future.exception() is None and future.result() >= BATCH:
+            self._wake.set()  # more may be due: look again now, not at the next poll
+
     def start_due(self) -> int:
         """Hand every due endpoint not already in hand to a thread; how many were handed."""
         self._busy = {pk: f for pk, f in self._busy.items() if not f.done()}
         started = 0
         for endpoint_id in due_endpoints():
             if endpoint_id not in self._busy and len(self._busy) < self.threads:
-                self._busy[endpoint_id] = self._pool.submit(self._drain, endpoint_id)
+                future = self._pool.submit(self._drain, endpoint_id)
+                future.add_done_callback(self._drained)
+                self._busy[endpoint_id] = future
                 started += 1
         return started
 
@@ -144,7 +158,8 @@ class Worker:
             self.start_due()
             if tick is not None:
                 tick()
-            self.stopping.wait(self.poll_seconds)
+            self._wake.wait(self.poll_seconds)
+            self._wake.clear()
         self._pool.shutdown(wait=True)
 
 

@@ -42,7 +42,7 @@ class Command(CredvaultCommand):
             return
         worker = Worker(threads=threads, poll_seconds=poll)
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: worker.stopping.set())
+            signal.signal(signum, lambda *_: worker.stop())
         scanned = [0.0]
 
         def tick() -> None:

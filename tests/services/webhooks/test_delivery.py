@@ -13,6 +13,7 @@ from django.utils import timezone
 from services.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from services.webhooks import delivery as schedule
 from services.webhooks import events
+from services.webhooks import worker as worker_module
 from services.webhooks.worker import Worker, deliver_due
 from tests.services.webhooks.conftest import create_webhook, start_receiver
 
@@ -189,3 +190,25 @@ def test_a_slow_endpoint_never_delays_another(alice, alice_api, receiver, settin
     finally:
         slow.server.shutdown()
         slow.server.server_close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_backlog_is_sent_batch_after_batch_without_waiting_for_the_poll(
+    alice, alice_api, receiver, monkeypatch
+):
+    monkeypatch.setattr(worker_module, "BATCH", 5)
+    endpoint_of(alice_api, receiver.url)
+    for index in range(23):
+        raise_one(alice, f"bot-{index}")
+    worker = Worker(threads=1, poll_seconds=30)
+    runner = threading.Thread(target=worker.run)
+    started = time.monotonic()
+    runner.start()
+    while len(receiver.received) < 23 and time.monotonic() - started < 10:
+        time.sleep(0.02)
+    took = time.monotonic() - started
+    worker.stop()
+    runner.join(10)
+    assert not runner.is_alive()
+    assert len(receiver.received) == 23
+    assert took < 10, took

@@ -108,3 +108,22 @@ def test_agent_events_carry_no_token(alice_api, receiver):
     ]
     assert bodies[0]["data"]["agent"] == "bot"
     assert token not in repr([each.body for each in receiver.received])
+
+
+def test_an_event_for_three_endpoints_is_four_statements(
+    alice, alice_api, receiver, django_assert_num_queries
+):
+    for _ in range(3):
+        assert create_webhook(alice_api, receiver.url).status_code == 201
+    for sequence in (1, 2):  # the account's sequence row made, then raised in place
+        # The endpoints read, the sequence, the event, its three deliveries in one INSERT.
+        with django_assert_num_queries(4):
+            event = events.raise_event(account_id=alice.id, type="agent.deleted", data={})
+        assert event is not None
+        assert event.sequence == sequence
+        stored = WebhookEvent.objects.get(pk=event.pk)
+        assert stored.data == event.data
+        assert event.data == {"sequence": sequence, "occurredAt": event.data["occurredAt"]}
+        assert stored.occurred_at == event.occurred_at
+        deliveries = WebhookDelivery.objects.filter(event=event, state="pending")
+        assert sorted(deliveries.values_list("sequence", flat=True)) == [sequence] * 3
