@@ -27,7 +27,7 @@ def screenshot(driver, name: str) -> None:
 
 def submit(driver, fields: dict[str, str], *, then: str) -> None:
     """Fill the form's fields, send it, and wait for a page holding the text `then`."""
-    from selenium.common.exceptions import TimeoutException
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -37,7 +37,9 @@ def submit(driver, fields: dict[str, str], *, then: str) -> None:
         box.send_keys(value)
     driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
     try:
-        WebDriverWait(driver, 15).until(lambda d: then in body(d))
+        # The page is replaced while it is read: a body found on the old page goes stale.
+        waiting = WebDriverWait(driver, 15, ignored_exceptions=(StaleElementReferenceException,))
+        waiting.until(lambda d: then in body(d))
     except TimeoutException:
         screenshot(driver, "failed")
         pytest.fail(f"{driver.current_url} shows {body(driver)!r}, not {then!r}")
