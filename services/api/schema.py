@@ -122,6 +122,9 @@ class CredvaultAutoSchema(AutoSchema):
         body = super()._get_request_body(direction)
         if body is not None:
             body["description"] = BODY_RULE
+            if self.method == "PATCH":
+                # A change is a JSON object of the members to change; without one it is 415.
+                body["required"] = True
         return body
 
     def problem_statuses(self) -> set[int]:
