@@ -87,6 +87,13 @@ class ApprovalListView(AccountAPIView):
         return Response(render_many(ApprovalSerializer, approvals))
 
 
+# What both decisions' operations say of a decision.
+DECISION_IS_FINAL = (
+    "A decision is final: a second one, or one on an expired approval, is 409 approval_decided. "
+    "Unknown id, or another account's: 404 approval_not_found."
+)
+
+
 class ApproveView(AccountAPIView):
     http_method_names = ["post"]
     operations = {"post": Operation.APPROVE}
@@ -96,8 +103,7 @@ class ApproveView(AccountAPIView):
         operation_id="approve",
         summary="Approve a call or an access request",
         tags=["approvals"],
-        description="A decision is final: a second one, or one on an expired approval, is 409 "
-        "approval_decided. Unknown id, or another account's: 404 approval_not_found.",
+        description=DECISION_IS_FINAL,
         request=ApproveInputSerializer,
         examples=APPROVE_EXAMPLES,
         responses={200: ApprovalSerializer},
@@ -126,8 +132,7 @@ class DenyView(AccountAPIView):
         operation_id="deny",
         summary="Deny a call or an access request",
         tags=["approvals"],
-        description="A decision is final: a second one, or one on an expired approval, is 409 "
-        "approval_decided. Unknown id, or another account's: 404 approval_not_found.",
+        description=DECISION_IS_FINAL,
         request=None,
         responses={200: ApprovalSerializer},
         parameters=[ID_PARAMETER],

@@ -25,6 +25,7 @@ from services.broker.paths import prefix_within
 from services.broker.redaction import redact
 from services.consent.approvals import (
     account_values,
+    agent_id_of,
     check_pending_room,
     create_pending,
     expire,
@@ -35,7 +36,6 @@ from services.exceptions import (
     ApprovalNotFound,
     FieldErrorCode,
     InvalidRequest,
-    NotGranted,
     field_error,
 )
 from services.grants import MAX_GRANTS, ApproveRule, Given, GrantSpec, checked_grants
@@ -58,11 +58,10 @@ def request_access(
     """A pending access request of the actor's agent (201 in the API), recorded
     `access_request.created`; InvalidRequest naming every broken rule, TooManyPending when the
     agent already waits on MAX_PENDING_PER_AGENT decisions."""
-    if actor.agent_id is None:  # only an agent asks for access
-        raise NotGranted()
+    agent_id = agent_id_of(actor)
     errors = _reason_errors(reason) + minutes_errors(valid_for_minutes)
     grants = _checked(services, errors)
-    check_pending_room(agent_id=actor.agent_id)  # before opening any set
+    check_pending_room(agent_id=agent_id)  # before opening any set
     shown = shown_reason(reason=reason, account_id=actor.account_id)
     return create_pending(
         actor,

@@ -121,9 +121,7 @@ def admit_call(
     """Let a call that `rule` covers through, returning the id of the approval it goes under,
     or raise the problem that says why not (nothing sent). `named`: the agent's
     X-Credvault-Approval header."""
-    agent_id = actor.agent_id
-    if agent_id is None:  # only an agent's token makes brokered calls
-        raise NotGranted()
+    agent_id = agent_id_of(actor)
     now = timezone.now()
     matched = dict(rule)
     for approval_id, its_rule in standing_approvals(
@@ -282,7 +280,7 @@ def create_pending(
     recorded as `operation` (a call's with its service, method and path): the agent's room for
     one more checked again under the account's lock, so that two racing asks cannot both take
     the last one."""
-    agent_id = _agent_id(actor)
+    agent_id = agent_id_of(actor)
     with account_transaction(actor.account_id):
         check_pending_room(agent_id=agent_id)
         approval = Approval.objects.create(
@@ -332,8 +330,10 @@ def raise_approval_event(approval: Approval, *, agent_name: str) -> None:
     events.raise_event(account_id=approval.account_id, type=kinds[call, pending], data=data)
 
 
-def _agent_id(actor: Actor) -> int:
-    if actor.agent_id is None:  # only an agent's token asks
+def agent_id_of(actor: Actor) -> int:
+    """The id of the agent whose token acts; NotGranted for any other token (only an agent
+    makes brokered calls and asks for access)."""
+    if actor.agent_id is None:
         raise NotGranted()
     return actor.agent_id
 
