@@ -65,9 +65,30 @@ def _guarded(alice_api) -> str:
     return agent_token(alice_api, "bot")
 
 
+def _socket_ports(worker: int) -> set[int]:
+    """The local TCP ports of the worker's open sockets (its connections to PostgreSQL among
+    them), from /proc: a backend of another process (the test's, an autovacuum worker's) is not
+    the worker's."""
+    inodes = set()
+    for fd in Path(f"/proc/{worker}/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:[") : -1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{worker}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def _database_connections(worker: int) -> int:
     """The worker's open connections to the test database: its open files of the SQLite
-    database, or PostgreSQL's backends of the database (but the test's own)."""
+    database, or PostgreSQL's backends whose client is one of the worker's sockets."""
     if connection.vendor == "sqlite":
         name = settings.DATABASES["default"]["NAME"]
         links = []
@@ -77,12 +98,12 @@ def _database_connections(worker: int) -> int:
             except OSError:
                 continue
         return links.count(str(name))
+    ports = _socket_ports(worker)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid()"
+            "SELECT client_port FROM pg_stat_activity WHERE datname = current_database()"
         )
-        return cursor.fetchone()[0]
+        return sum(1 for (port,) in cursor.fetchall() if port in ports)
 
 
 @pytest.mark.django_db(transaction=True)
