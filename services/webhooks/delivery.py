@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from providers.http.client import open_answer
 from providers.http.failures import OutboundError
 from services.exceptions import InvalidWebhookUrl
+from services.masking import Secret
 from services.models import DeliveryState, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from services.webhooks.destinations import destination_of, target_of
-from services.webhooks.endpoints import signing_secrets
-from services.webhooks.signing import body_of, headers
+from services.webhooks.signing import headers
 
 # Seconds before each retry: the first attempt is at once.
 RETRY_DELAYS = (5, 5 * 60, 30 * 60, 2 * 3600, 5 * 3600, 10 * 3600, 10 * 3600)
@@ -38,10 +40,22 @@ MAX_RETRY_AFTER = 24 * 3600
 
 
 @dataclass(frozen=True, slots=True)
-class Result:
-    """What one attempt got: the answer's status (None without one), the failure's kind, the
-    seconds a Retry-After asked for, and how long it took."""
+class Due:
+    """A pending delivery as it is sent: its row, its attempts so far, its event's id and the
+    request body."""
 
+    pk: int
+    attempts: int
+    event_id: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What one attempt got: when it was made, the answer's status (None without one), the
+    failure's kind, the seconds a Retry-After asked for, and how long it took."""
+
+    attempted_at: datetime
     status: int | None
     error: str
     retry_after: float | None
@@ -78,17 +92,10 @@ def next_delay(attempts: int, result: Result) -> float | None:
     return delay * random.uniform(1 - JITTER, 1 + JITTER)  # noqa: S311 - jitter, not a secret
 
 
-def send_attempt(delivery: WebhookDelivery) -> Result:
-    """POST the delivery's event to its endpoint once, signed with the secrets in use."""
-    endpoint, event = delivery.endpoint, delivery.event
+def send_attempt(endpoint: WebhookEndpoint, signing: Sequence[Secret], due: Due) -> Result:
+    """POST the delivery's event to its endpoint once, signed with the secrets in `signing`."""
     now = timezone.now()
-    body = body_of(event)
-    signed = headers(
-        signing_secrets(endpoint, now=now),
-        event_id=event.id,
-        timestamp=int(now.timestamp()),
-        body=body,
-    )
+    signed = headers(signing, event_id=due.event_id, timestamp=int(now.timestamp()), body=due.body)
     started = time.monotonic()
     status, error, retry_after = None, "", None
     try:
@@ -97,7 +104,7 @@ def send_attempt(delivery: WebhookDelivery) -> Result:
             method="POST",
             target=target_of(endpoint.url),
             headers=signed,
-            body=body,
+            body=due.body,
             timeout=ATTEMPT_TIMEOUT,
             max_duration=ATTEMPT_TIMEOUT,
             max_answer=MAX_ANSWER,
@@ -118,51 +125,76 @@ def send_attempt(delivery: WebhookDelivery) -> Result:
     except InvalidWebhookUrl:
         error = "invalid_url"
     duration_ms = int((time.monotonic() - started) * 1000)
-    return Result(status, error, retry_after, duration_ms)
+    return Result(now, status, error, retry_after, duration_ms)
 
 
-def record_result(delivery: WebhookDelivery, result: Result) -> None:
-    """The attempt's log entry, the delivery's next state and the endpoint's health, in one
-    transaction."""
-    now = timezone.now()
-    attempts = delivery.attempts + 1
-    endpoint = delivery.endpoint
-    changed: dict[str, object] = {}
-    state, next_at = DeliveryState.PENDING, None
-    if result.delivered:
-        state = DeliveryState.DELIVERED
-        if endpoint.failing_since is not None:
-            changed["failing_since"] = None
-    else:
-        delay = next_delay(attempts, result)
-        if delay is None:
-            state = DeliveryState.FAILED
+def record_results(endpoint: WebhookEndpoint, sent: Sequence[tuple[Due, Result]]) -> None:
+    """The attempts' log entries, their deliveries' next states and the endpoint's health, in
+    one transaction (the delivered ones in one UPDATE a status); `endpoint` follows in memory.
+    """
+    if not sent:
+        return
+    failing_since, disabled_reason = endpoint.failing_since, ""
+    log: list[WebhookAttempt] = []
+    delivered: dict[int | None, list[int]] = {}
+    retried: list[tuple[int, dict[str, object]]] = []
+    for due, result in sent:
+        next_at = None
+        if result.delivered:
+            delivered.setdefault(result.status, []).append(due.pk)
+            failing_since = None
         else:
-            next_at = now + timedelta(seconds=delay)
-        failing_since = endpoint.failing_since or now
-        if endpoint.failing_since is None:
-            changed["failing_since"] = now
-        if result.status == 410:
-            changed.update(enabled=False, disabled_reason="The endpoint answered 410 Gone.")
-        elif now - failing_since >= timedelta(days=FAILING_DAYS):
-            changed.update(enabled=False, disabled_reason="The endpoint failed for 5 days.")
+            delay = next_delay(due.attempts + 1, result)
+            if delay is not None:
+                next_at = result.attempted_at + timedelta(seconds=delay)
+            failing_since = failing_since or result.attempted_at
+            if result.status == 410:
+                disabled_reason = "The endpoint answered 410 Gone."
+            elif result.attempted_at - failing_since >= timedelta(days=FAILING_DAYS):
+                disabled_reason = "The endpoint failed for 5 days."
+            retried.append(
+                (
+                    due.pk,
+                    {
+                        "state": DeliveryState.FAILED if delay is None else DeliveryState.PENDING,
+                        "attempts": due.attempts + 1,
+                        "next_attempt_at": next_at,
+                        "last_status": result.status,
+                        "last_error": result.error,
+                    },
+                )
+            )
+        log.append(
+            WebhookAttempt(
+                delivery_id=due.pk,
+                endpoint_id=endpoint.id,
+                attempted_at=result.attempted_at,
+                status=result.status,
+                error=result.error,
+                duration_ms=result.duration_ms,
+                next_attempt_at=next_at,
+            )
+        )
+    changed: dict[str, object] = {}
+    if failing_since != endpoint.failing_since:
+        changed["failing_since"] = failing_since
+    if disabled_reason:
+        changed.update(enabled=False, disabled_reason=disabled_reason)
+    now = timezone.now()
     with transaction.atomic():
-        WebhookAttempt.objects.create(
-            delivery=delivery,
-            endpoint_id=endpoint.id,
-            attempted_at=now,
-            status=result.status,
-            error=result.error,
-            duration_ms=result.duration_ms,
-            next_attempt_at=next_at,
-        )
-        WebhookDelivery.objects.filter(pk=delivery.pk).update(
-            state=state,
-            attempts=attempts,
-            next_attempt_at=next_at,
-            last_status=result.status,
-            last_error=result.error,
-            delivered_at=now if state == DeliveryState.DELIVERED else None,
-        )
+        WebhookAttempt.objects.bulk_create(log)
+        for status, pks in delivered.items():
+            WebhookDelivery.objects.filter(pk__in=pks).update(
+                state=DeliveryState.DELIVERED,
+                attempts=F("attempts") + 1,
+                next_attempt_at=None,
+                last_status=status,
+                last_error="",
+                delivered_at=now,
+            )
+        for pk, fields in retried:
+            WebhookDelivery.objects.filter(pk=pk).update(**fields)
         if changed:
             WebhookEndpoint.objects.filter(pk=endpoint.id).update(**changed)
+    for name, value in changed.items():
+        setattr(endpoint, name, value)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,12 +25,19 @@ from django.db.models import Q
 from django.utils import timezone
 
 from services.models import DeliveryState, WebhookDelivery, WebhookEndpoint
-from services.webhooks.delivery import record_result, send_attempt
+from services.storage.connections import keeping_connections
+from services.webhooks.delivery import Due, Result, record_results, send_attempt
+from services.webhooks.endpoints import signing_secrets
+from services.webhooks.signing import body_of
 
-# Longer than an attempt's deadline (10 s) with room: a lease renewed before each attempt.
+# Longer than an attempt's deadline (10 s) with room: renewed before an attempt once it is
+# RENEW_SECONDS old, so an attempt always starts with 40 s of it left.
 LEASE = timedelta(seconds=60)
+RENEW_SECONDS = 20.0
 # Deliveries sent per claim before the endpoint is let go (and may go to another worker).
-BATCH = 50
+BATCH = 200
+# Deliveries read, signed and recorded together.
+CHUNK = 25
 
 
 def new_owner() -> str:
@@ -65,31 +73,58 @@ def release(endpoint_id: str, owner: str) -> None:
     )
 
 
-def next_due(endpoint_id: str) -> WebhookDelivery | None:
-    """The endpoint's due delivery of the lowest sequence."""
-    return (
+def due_deliveries(endpoint_id: str, *, limit: int) -> list[Due]:
+    """The endpoint's due deliveries, lowest sequence first, with their bodies: one query."""
+    rows = (
         WebhookDelivery.objects.filter(
             endpoint_id=endpoint_id,
             state=DeliveryState.PENDING,
             next_attempt_at__lte=timezone.now(),
         )
-        .select_related("event", "endpoint")
         .order_by("sequence")
-        .first()
+        .values_list(
+            "pk", "attempts", "event_id", "event__type", "event__occurred_at", "event__data"
+        )[:limit]
     )
+    return [
+        Due(pk, attempts, event_id, body_of(type=type, occurred_at=occurred_at, data=data))
+        for pk, attempts, event_id, type, occurred_at, data in rows
+    ]
 
 
 def drain_endpoint(endpoint_id: str, owner: str) -> int:
     """Under the endpoint's lease: its due deliveries in sequence order (at most BATCH), each
-    one attempt; how many attempts were made. Stops when its lease is lost."""
+    one attempt; how many attempts were made. They are read, signed and recorded CHUNK at a
+    time (a failure is recorded at once: it may disable the endpoint), so a worker killed
+    mid-chunk sends that chunk again (at least once). The lease is renewed before an attempt
+    once it is RENEW old, and the sending stops when it is lost."""
     made = 0
+    if not claim(endpoint_id, owner):
+        return 0
+    renewed = time.monotonic()
     try:
-        while made < BATCH and claim(endpoint_id, owner):
-            delivery = next_due(endpoint_id)
-            if delivery is None:
+        endpoint = WebhookEndpoint.objects.get(pk=endpoint_id)
+        while made < BATCH and endpoint.enabled:
+            chunk = due_deliveries(endpoint_id, limit=min(CHUNK, BATCH - made))
+            if not chunk:
                 break
-            record_result(delivery, send_attempt(delivery))
-            made += 1
+            signing = signing_secrets(endpoint, now=timezone.now())
+            sent: list[tuple[Due, Result]] = []
+            for due in chunk:
+                if time.monotonic() - renewed >= RENEW_SECONDS:
+                    if not claim(endpoint_id, owner):
+                        record_results(endpoint, sent)
+                        return made + len(sent)
+                    renewed = time.monotonic()
+                result = send_attempt(endpoint, signing, due)
+                sent.append((due, result))
+                if not result.delivered:
+                    record_results(endpoint, sent)
+                    made, sent = made + len(sent), []
+                    if not endpoint.enabled:
+                        break
+            record_results(endpoint, sent)
+            made += len(sent)
     finally:
         release(endpoint_id, owner)
     return made
@@ -119,7 +154,8 @@ class Worker:
 
     def _drain(self, endpoint_id: str) -> int:
         try:
-            return drain_endpoint(endpoint_id, self.owner)
+            with keeping_connections():
+                return drain_endpoint(endpoint_id, self.owner)
         finally:
             connections.close_all()
 

@@ -8,6 +8,8 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from services.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
@@ -212,3 +214,37 @@ def test_a_backlog_is_sent_batch_after_batch_without_waiting_for_the_poll(
     assert not runner.is_alive()
     assert len(receiver.received) == 23
     assert took < 10, took
+
+
+def _drain_queries(account, count: int) -> list[str]:
+    for number in range(count):
+        raise_one(account, f"bot{number}")
+    with CaptureQueriesContext(connection) as captured:
+        assert deliver_due() == count
+    return [query["sql"] for query in captured.captured_queries]
+
+
+def test_a_chunk_of_deliveries_costs_the_queries_of_one(alice, alice_api, receiver):
+    """Deliveries are read, signed and recorded a chunk at a time: 25 delivered cost the same
+    queries as 1 (a query each would be 24 more reads and 48 more writes)."""
+    endpoint_of(alice_api, receiver.url)
+    one = _drain_queries(alice, 1)
+    WebhookDelivery.objects.all().delete()
+    many = _drain_queries(alice, worker_module.CHUNK)
+    assert len(many) == len(one)
+    assert len(receiver.received) == 1 + worker_module.CHUNK
+    assert WebhookAttempt.objects.filter(status=200).count() == worker_module.CHUNK
+    assert set(WebhookDelivery.objects.values_list("state", "attempts")) == {("delivered", 1)}
+
+
+def test_a_failure_in_a_chunk_is_recorded_before_the_next_attempt(alice, alice_api, receiver):
+    """A 410 in the middle of a chunk disables the endpoint at once: nothing after it is sent."""
+    endpoint_id = endpoint_of(alice_api, receiver.url)
+    for number in range(5):
+        raise_one(alice, f"bot{number}")
+    receiver.answers = [(200, {}), (410, {})]
+    assert deliver_due() == 2
+    assert len(receiver.received) == 2
+    assert WebhookEndpoint.objects.get(pk=endpoint_id).enabled is False
+    states = list(WebhookDelivery.objects.order_by("sequence").values_list("state", "attempts"))
+    assert states == [("delivered", 1), ("pending", 1)] + [("pending", 0)] * 3
