@@ -34,6 +34,7 @@ from services.models import (
     CredentialField,
     Grant,
     WebhookDelivery,
+    WebhookEndpoint,
     WebhookEvent,
     WebhookSequence,
 )
@@ -114,6 +115,11 @@ class Dialect:
         self.audit_insert = (
             f"INSERT INTO {table(AuditEvent)} ({', '.join(AUDIT_GIVEN)}, seq, prev_digest, "
             "digest) SELECT " + ", ".join(f"%({column})s" for column in AUDIT_GIVEN)
+        )
+        # The enabled webhook endpoints of an account and the types each takes.
+        self.webhook_subscriptions = (
+            f"SELECT id, events FROM {table(WebhookEndpoint)} "
+            "WHERE account_id = %s AND enabled ORDER BY id"
         )
         # The account's next webhook event sequence: the row made at the first event, then
         # raised in place; its row lock orders two writers of the account's events.

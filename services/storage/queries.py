@@ -282,6 +282,16 @@ def complete_event(
         cursor.execute(dialect.complete_event, params)
 
 
+def webhook_subscriptions(*, account_id: int) -> list[tuple[str, list[str]]]:
+    """The account's enabled webhook endpoints, each with the types it takes (empty: every
+    type): one indexed statement, run by every change that raises an event."""
+    db = _db()
+    with db.cursor() as cursor:
+        cursor.execute(dialect_for(db).webhook_subscriptions, [account_id])
+        rows = cursor.fetchall()
+    return [(endpoint_id, _json_list(events)) for endpoint_id, events in rows]
+
+
 def write_webhook_event(
     *,
     account_id: int,

@@ -14,7 +14,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from services.models import WebhookEndpoint, WebhookEvent, new_event_id
+from services.models import WebhookEvent, new_event_id
 from services.storage import queries
 from services.times import rfc3339
 
@@ -73,8 +73,8 @@ def raise_event(*, account_id: int, type: str, data: Mapping[str, object]) -> We
     if type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {type!r}")
     with transaction.atomic(savepoint=False):
-        rows = WebhookEndpoint.objects.filter(account_id=account_id, enabled=True)
-        targets = [pk for pk, events in rows.values_list("id", "events") if takes(events, type)]
+        subscribed = queries.webhook_subscriptions(account_id=account_id)
+        targets = [pk for pk, events in subscribed if takes(events, type)]
         if not targets:
             return None
         return _write(account_id=account_id, type=type, data=data, endpoint_ids=targets)
