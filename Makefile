@@ -61,7 +61,8 @@ fuzz: setup
 openapi: setup
 	$(PY) -m scripts.validate_openapi
 
-# A client generated from the served document (openapi-python-client) walks the docs' walk-through (docs/api.md, docs/agents.md).
+# A client generated from the served document (openapi-python-client) walks the docs' walk-through
+# (docs/api.md, docs/agents.md, docs/webhooks.md).
 client-walk: setup
 	$(PY) -m scripts.client_walk
 

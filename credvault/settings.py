@@ -231,6 +231,7 @@ SPECTACULAR_SETTINGS = {
         "ServiceStatus": "services.models.ServiceStatus",
         "ApprovalKind": "services.models.ApprovalKind",
         "ApprovalStatus": "services.models.ApprovalStatus",
+        "EventType": "services.webhooks.events.EVENT_TYPES",
     },
     "TAGS": [
         {"name": "services", "description": "Connected services and their credentials."},

@@ -22,6 +22,7 @@ from services.api.wsgi import MAX_BODY_BYTES
 from services.bearer_tokens import MAX_LIFETIME_DAYS
 from services.exceptions import FieldErrorCode, field_error, problem_code_choices
 from services.models import AuditAction
+from services.webhooks.events import EVENT_TYPES
 from tests.support.helpers import assert_problem, creds
 
 OPERATIONS = {"get", "put", "post", "delete", "patch"}
@@ -453,6 +454,7 @@ class TestNamesForClientGenerators:
             "ConnectedService",
             "CredentialEntry",
             "CredentialInput",
+            "EventType",
             "FieldError",
             "FieldErrorCode",
             "Grant",
@@ -522,6 +524,19 @@ class TestNamesForClientGenerators:
         assert schemas["AuditEvent"]["properties"]["action"] == {
             "$ref": "#/components/schemas/AuditAction"
         }
+
+    def test_a_webhook_endpoints_events_are_the_event_types(self, doc):
+        schemas = doc["components"]["schemas"]
+        assert schemas["EventType"] == {"type": "string", "enum": list(EVENT_TYPES)}
+        ref = {"$ref": "#/components/schemas/EventType"}
+        for name in ("WebhookInput", "PatchedWebhookChange", "Webhook", "WebhookCreated"):
+            assert schemas[name]["properties"]["events"]["items"] == ref, name
+        assert schemas["WebhookAttempt"]["properties"]["type"] == ref
+        assert schemas["WebhookTest"]["properties"]["type"]["allOf"] == [ref]
+        # Each one the server accepts, every type but one outside the enum refused.
+        accepted = component(doc, "WebhookInput")
+        assert accepted.is_valid({"url": "https://x.example.com/", "events": list(EVENT_TYPES)})
+        assert not accepted.is_valid({"url": "https://x.example.com/", "events": ["nope.never"]})
 
     def test_a_field_error_code_outside_the_set_is_a_programming_error(self):
         with pytest.raises(ValueError, match="not_a_code"):

@@ -75,6 +75,23 @@ def test_an_unknown_event_type_is_refused(alice_api):
     assert body["errors"][0]["field"] == "events"
 
 
+@pytest.mark.parametrize("events", [[""], ["x" * 65], [7]])
+def test_an_event_type_that_is_not_a_short_text_is_a_shape_error(alice_api, events):
+    body = assert_problem(create_webhook(alice_api, PUBLIC, events=events), 400, "invalid_request")
+    assert body["errors"][0]["field"] == "events[0]"
+    assert WebhookEndpoint.objects.count() == 0
+
+
+def test_a_change_to_an_unknown_event_type_is_refused(alice_api):
+    webhook_id = create_webhook(alice_api, PUBLIC, events=["agent.deleted"]).json()["id"]
+    refused = alice_api.raw(
+        "PATCH", f"/api/v1/webhooks/{webhook_id}", json.dumps({"events": ["nope.never"]})
+    )
+    body = assert_problem(refused, 400, "unknown_event_type")
+    assert body["errors"][0]["field"] == "events"
+    assert WebhookEndpoint.objects.get().events == ["agent.deleted"]
+
+
 def test_another_accounts_endpoint_is_404(alice_api, bob_api):
     webhook_id = create_webhook(alice_api, PUBLIC).json()["id"]
     for method, path, body in [
