@@ -697,8 +697,8 @@ class WebhookSecret(models.Model):
 
 
 class WebhookSequence(models.Model):
-    """The last event `sequence` of an account: raised by one UPDATE with F() + 1, whose row
-    lock orders two writers of the account's events."""
+    """The last event `sequence` of an account, raised in place by the worker that publishes
+    its events."""
 
     account = models.OneToOneField(
         Account, on_delete=models.CASCADE, primary_key=True, related_name="webhook_sequence"
@@ -711,13 +711,14 @@ class WebhookSequence(models.Model):
 
 class WebhookEvent(models.Model):
     """One event of the outbox, written in the transaction of the change that caused it. Its
-    `data` holds no value, token or digest; it carries `sequence` and `occurredAt`."""
+    `data` holds no value, token or digest. A worker publishes it: gives it the account's next
+    `sequence` and a delivery to each endpoint that takes it."""
 
     id = models.CharField(primary_key=True, max_length=32, default=new_event_id)
     account = models.ForeignKey(
         Account, on_delete=models.CASCADE, related_name="webhook_events", db_index=False
     )
-    sequence = models.PositiveBigIntegerField()
+    sequence = models.PositiveBigIntegerField(null=True, blank=True, default=None)
     type = models.CharField(max_length=64)
     data = models.JSONField(default=dict)
     occurred_at = models.DateTimeField()
@@ -728,6 +729,13 @@ class WebhookEvent(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["account", "sequence"], name="uniq_webhook_event_sequence"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["occurred_at"],
+                name="webhook_event_unpublished",
+                condition=Q(sequence__isnull=True),
             ),
         ]
 

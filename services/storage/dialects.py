@@ -33,7 +33,6 @@ from services.models import (
     ConnectedService,
     CredentialField,
     Grant,
-    WebhookDelivery,
     WebhookEndpoint,
     WebhookEvent,
     WebhookSequence,
@@ -53,6 +52,8 @@ FieldRow = tuple[str, str, bytes]
 # never meet those of the one-key form; the key is the account's id modulo 2^31
 # (`PostgreSQL.gate`).
 GATE_NAMESPACE = 1668702838
+# The lock (PUBLISHING_NAMESPACE, 0) is held by the worker that publishes webhook events.
+PUBLISHING_NAMESPACE = GATE_NAMESPACE + 1
 
 
 class _SingleWriter(Protocol):
@@ -121,31 +122,21 @@ class Dialect:
             f"SELECT id, events FROM {table(WebhookEndpoint)} "
             "WHERE account_id = %s AND enabled ORDER BY id"
         )
-        # The account's next webhook event sequence: the row made at the first event, then
-        # raised in place; its row lock orders two writers of the account's events.
+        # Raise the account's last webhook event sequence by %s (the row made at its first
+        # event): the new last.
         sequences = table(WebhookSequence)
-        self.next_webhook_sequence = (
-            f"INSERT INTO {sequences} (account_id, last) VALUES (%s, 1) "
-            f"ON CONFLICT (account_id) DO UPDATE SET last = {sequences}.last + 1 RETURNING last"
+        self.take_webhook_sequences = (
+            f"INSERT INTO {sequences} (account_id, last) VALUES (%s, %s) ON CONFLICT "
+            f"(account_id) DO UPDATE SET last = {sequences}.last + excluded.last RETURNING last"
         )
         self.insert_webhook_event = (
-            f"INSERT INTO {table(WebhookEvent)} (id, account_id, sequence, type, data, "
-            "occurred_at) VALUES (%s, %s, %s, %s, %s, %s)"
+            f"INSERT INTO {table(WebhookEvent)} (id, account_id, type, data, occurred_at) "
+            "VALUES (%s, %s, %s, %s, %s)"
         )
         # The completion of an event written before its call left: outside its chained form.
         self.complete_event = (
             f"UPDATE {table(AuditEvent)} SET outcome = %s, status = %s, upstream_status = %s, "
             "completion_mac = %s WHERE account_id = %s AND seq = %s"
-        )
-
-    @lru_cache(maxsize=16)  # noqa: B019
-    def insert_webhook_deliveries(self, count: int) -> str:
-        """`count` pending deliveries of one event, each (event, endpoint, sequence, due at,
-        created at)."""
-        values = ", ".join(["(%s, %s, %s, 'pending', 0, %s, '', %s)"] * count)
-        return (
-            f"INSERT INTO {self.table(WebhookDelivery)} (event_id, endpoint_id, sequence, state, "
-            f"attempts, next_attempt_at, last_error, created_at) VALUES {values}"
         )
 
     @lru_cache(maxsize=64)  # noqa: B019 (one instance per vendor, kept for the process)
@@ -174,6 +165,10 @@ class Dialect:
         """Lock the account's audit head (its account row) for the rest of the transaction."""
         raise NotImplementedError
 
+    def try_publishing_lock(self, cursor) -> bool:
+        """Whether this transaction is the one that publishes webhook events."""
+        raise NotImplementedError
+
     def lock_service_params(self, account_id: int, service: str) -> list:
         return [account_id, service]
 
@@ -199,6 +194,11 @@ class Dialect:
     def read_datetime(value: datetime | str | None) -> datetime | None:
         """A datetime column as this vendor's plain cursor gives it, as an aware UTC datetime."""
         return value  # type: ignore[return-value]
+
+    @staticmethod
+    def write_datetime(value: datetime) -> datetime | str:
+        """An aware datetime as a parameter of this vendor's plain cursor."""
+        return value
 
     def single_write(self, db: BaseDatabaseWrapper) -> AbstractContextManager:
         """Around one write statement outside a transaction."""
@@ -282,6 +282,12 @@ class PostgreSQL(Dialect):
     def lock_head(self, cursor, account_id: int) -> None:
         cursor.execute(self.lock_audit_head, [*self.gate(account_id), account_id])
 
+    def try_publishing_lock(self, cursor) -> bool:
+        """The one publisher of webhook events, until the transaction ends: False when another
+        worker holds it."""
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s::int4, 0)", [PUBLISHING_NAMESPACE])
+        return bool(cursor.fetchone()[0])
+
     def lock_service_params(self, account_id: int, service: str) -> list:
         return [*self.gate(account_id), account_id, service]
 
@@ -325,6 +331,10 @@ class SQLite(Dialect):
     def lock_head(self, cursor, account_id: int) -> None:
         """Nothing to run: the IMMEDIATE transaction holds the database's write lock."""
 
+    def try_publishing_lock(self, cursor) -> bool:
+        """Always: the IMMEDIATE transaction holds the database's write lock."""
+        return True
+
     def write_replacement(
         self, cursor, service_id: int, moved: list, rows: Sequence[FieldRow]
     ) -> None:
@@ -348,6 +358,11 @@ class SQLite(Dialect):
         if isinstance(value, str):
             value = datetime.fromisoformat(value)
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+    @staticmethod
+    def write_datetime(value: datetime) -> datetime | str:
+        """Its text in UTC, as Django stores it with USE_TZ (`read_datetime` reads it back)."""
+        return str(value.astimezone(UTC).replace(tzinfo=None))
 
     def single_write(self, db: BaseDatabaseWrapper) -> AbstractContextManager:
         """Queued on the writers' lock, as a transaction is."""

@@ -9,14 +9,15 @@ indexed statements (docs/performance.md); everything else credvault does goes th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from services.models import ApprovalKind, ApprovalStatus, WebhookEvent
+from services.models import ApprovalKind, ApprovalStatus
 from services.storage.dialects import ACCOUNT_TOKEN as ACCOUNT_TOKEN  # the kinds of token
 from services.storage.dialects import AGENT_TOKEN as AGENT_TOKEN
 from services.storage.dialects import AUDIT_GIVEN, FieldRow, dialect_for
@@ -282,44 +283,67 @@ def complete_event(
         cursor.execute(dialect.complete_event, params)
 
 
-def webhook_subscriptions(*, account_id: int) -> list[tuple[str, list[str]]]:
-    """The account's enabled webhook endpoints, each with the types it takes (empty: every
-    type): one indexed statement, run by every change that raises an event."""
+class Outbox:
+    """An event's read of the account's subscriptions and its write, on one cursor (`outbox`):
+    every change that may raise an event pays for them."""
+
+    def __init__(self, cursor: Any, db: Any) -> None:
+        self._cursor = cursor
+        self._db = db
+        self._dialect = dialect_for(db)
+
+    def subscriptions(self, *, account_id: int) -> list[tuple[str, list[str]]]:
+        """The account's enabled webhook endpoints, each with the types it takes (empty:
+        every type): one indexed statement."""
+        self._cursor.execute(self._dialect.webhook_subscriptions, [account_id])
+        # Most endpoints take every type: their empty list is not parsed.
+        return [
+            (pk, [] if events == "[]" else _json_list(events))
+            for pk, events in self._cursor.fetchall()
+        ]
+
+    def write(
+        self,
+        *,
+        event_id: str,
+        account_id: int,
+        type: str,
+        data: dict[str, Any],
+        occurred_at: datetime,
+    ) -> None:
+        """The event, unpublished (no sequence yet): one INSERT of one row, the whole cost of
+        an event to its change."""
+        dialect = self._dialect
+        params = [
+            event_id,
+            account_id,
+            type,
+            self._db.ops.adapt_json_value(data, None),
+            dialect.write_datetime(occurred_at),
+        ]
+        self._cursor.execute(dialect.insert_webhook_event, params)
+
+
+@contextmanager
+def outbox() -> Iterator[Outbox]:
+    """Inside the caller's transaction: the outbox, on one cursor."""
     db = _db()
     with db.cursor() as cursor:
-        cursor.execute(dialect_for(db).webhook_subscriptions, [account_id])
-        rows = cursor.fetchall()
-    return [(endpoint_id, _json_list(events)) for endpoint_id, events in rows]
+        yield Outbox(cursor, db)
 
 
-def write_webhook_event(
-    *,
-    account_id: int,
-    event_id: str,
-    type: str,
-    data: Callable[[int], dict[str, Any]],
-    occurred_at: datetime,
-    endpoint_ids: Sequence[str],
-) -> int:
-    """Inside the caller's transaction: the account's next event sequence, the event (its
-    data made by `data` from that sequence) and a pending delivery to each endpoint, due at
-    once, in three statements. The sequence."""
+def try_publishing_lock() -> bool:
+    """Inside the caller's transaction: whether this worker is the one that publishes webhook
+    events until it ends (on PostgreSQL an advisory lock; SQLite's writer is alone)."""
     db = _db()
-    dialect = dialect_for(db)
-    moment = db.ops.adapt_datetimefield_value(occurred_at)
     with db.cursor() as cursor:
-        cursor.execute(dialect.next_webhook_sequence, [account_id])
-        sequence = int(cursor.fetchone()[0])
-        stored = _EVENT_DATA.get_db_prep_value(data(sequence), connection=db)
-        cursor.execute(
-            dialect.insert_webhook_event,
-            [event_id, account_id, sequence, type, stored, moment],
-        )
-        rows = [(event_id, pk, sequence, moment, moment) for pk in endpoint_ids]
-        cursor.execute(
-            dialect.insert_webhook_deliveries(len(rows)), [item for row in rows for item in row]
-        )
-    return sequence
+        return dialect_for(db).try_publishing_lock(cursor)
 
 
-_EVENT_DATA = WebhookEvent._meta.get_field("data")
+def take_webhook_sequences(*, account_id: int, count: int) -> range:
+    """Inside the caller's transaction: the account's next `count` event sequences."""
+    db = _db()
+    with db.cursor() as cursor:
+        cursor.execute(dialect_for(db).take_webhook_sequences, [account_id, count])
+        last = int(cursor.fetchone()[0])
+    return range(last - count + 1, last + 1)

@@ -34,6 +34,7 @@ from services.sealed import webhook_secret_place
 from services.storage.transactions import account_transaction
 from services.webhooks import events as event_types
 from services.webhooks.destinations import checked_url
+from services.webhooks.publishing import endpoints_of, targets_of
 from services.webhooks.signing import new_secret
 
 MAX_ENDPOINTS_PER_ACCOUNT = 10
@@ -185,7 +186,7 @@ def rotate_secret(*, actor: Actor, endpoint_id: str) -> WithSecret:
     return WithSecret(endpoint, secret, now)
 
 
-def send_test(*, actor: Actor, endpoint_id: str) -> WebhookEvent:
+def send_test(*, actor: Actor, endpoint_id: str) -> event_types.Raised:
     """A `webhook.test` event for this endpoint alone."""
     with transaction.atomic():
         endpoint = get_endpoint(actor=actor, endpoint_id=endpoint_id)
@@ -217,6 +218,13 @@ def redeliver(*, actor: Actor, event_id: str) -> int:
         queued = deliveries.update(
             state=DeliveryState.PENDING, attempts=0, next_attempt_at=timezone.now()
         )
+        if not queued:  # not published yet: it goes to its endpoints anyway
+            unpublished = WebhookEvent.objects.filter(
+                pk=event_id, account_id=actor.account_id, sequence__isnull=True
+            ).first()
+            if unpublished is not None:
+                endpoints = endpoints_of([actor.account_id])
+                queued = len(targets_of(unpublished, endpoints))
     if not queued:
         raise WebhookEventNotFound()
     return queued

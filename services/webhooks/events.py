@@ -1,20 +1,22 @@
 """The outbox: `raise_event`, the one way an event comes to be.
 
-An event is a `WebhookEvent` row written inside the transaction of the change that causes it,
-with one `WebhookDelivery` per enabled endpoint of the account that takes its type: a change
-that rolls back leaves no event, and a committed one is delivered by a worker however often
-workers die. An account without such an endpoint writes nothing (one query).
+An event is one `WebhookEvent` row written inside the transaction of the change that causes
+it: a change that rolls back leaves no event, and a committed one is published (its sequence,
+a delivery to each endpoint that takes it then) and delivered by a worker however often
+workers die (services/webhooks/publishing.py). An account without an enabled endpoint that
+takes its type writes nothing (one query).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
-from services.models import WebhookEvent, new_event_id
+from services.models import new_event_id
 from services.storage import queries
 from services.times import rfc3339
 
@@ -59,59 +61,58 @@ EVENT_TYPES: tuple[str, ...] = (
 
 def takes(events: list[str], type: str) -> bool:
     """Whether an endpoint subscribed to `events` (empty: every type) takes `type`.
-    `webhook.test` goes only to the endpoint it is sent to, never by subscription."""
+    `webhook.test` goes only to the endpoint it is sent to (its `data.webhookId`), never by
+    subscription."""
     return type != WEBHOOK_TEST and (not events or type in events)
 
 
-def raise_event(*, account_id: int, type: str, data: Mapping[str, object]) -> WebhookEvent | None:
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """An event written: its id and type."""
+
+    id: str
+    type: str
+
+
+def raise_event(*, account_id: int, type: str, data: Mapping[str, object]) -> Raised | None:
     """Write an event of the account for every enabled endpoint that takes `type`, inside
     the caller's transaction (or one of its own); None when no endpoint takes it.
 
     `data` holds service identifiers, agent names, statuses, ids and times, never a value, a
-    token or a digest; the event adds the account's next `sequence` and `occurredAt`.
+    token or a digest; its delivery adds the account's `sequence` and `occurredAt`.
     """
     if type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {type!r}")
-    with transaction.atomic(savepoint=False):
-        subscribed = queries.webhook_subscriptions(account_id=account_id)
-        targets = [pk for pk, events in subscribed if takes(events, type)]
-        if not targets:
+    with transaction.atomic(savepoint=False), queries.outbox() as outbox:
+        subscribed = outbox.subscriptions(account_id=account_id)
+        if not any(takes(events, type) for _, events in subscribed):
             return None
-        return _write(account_id=account_id, type=type, data=data, endpoint_ids=targets)
+        return _write(outbox, account_id=account_id, type=type, data=data)
 
 
-def raise_test_event(*, account_id: int, endpoint_id: str) -> WebhookEvent:
+def raise_test_event(*, account_id: int, endpoint_id: str) -> Raised:
     """A `webhook.test` event for one endpoint, whether or not it is enabled."""
-    with transaction.atomic(savepoint=False):
+    with transaction.atomic(savepoint=False), queries.outbox() as outbox:
         return _write(
+            outbox,
             account_id=account_id,
             type=WEBHOOK_TEST,
             data={"webhookId": endpoint_id},
-            endpoint_ids=[endpoint_id],
         )
 
 
 def _write(
-    *, account_id: int, type: str, data: Mapping[str, object], endpoint_ids: list[str]
-) -> WebhookEvent:
-    now = timezone.now()
-    occurred = rfc3339(now)
-    event = WebhookEvent(id=new_event_id(), account_id=account_id, type=type, occurred_at=now)
-
-    def with_sequence(sequence: int) -> dict[str, object]:
-        return {**data, "sequence": sequence, "occurredAt": occurred}
-
-    event.sequence = queries.write_webhook_event(
+    outbox: queries.Outbox, *, account_id: int, type: str, data: Mapping[str, object]
+) -> Raised:
+    event_id = new_event_id()
+    outbox.write(
+        event_id=event_id,
         account_id=account_id,
-        event_id=event.id,
         type=type,
-        data=with_sequence,
-        occurred_at=now,
-        endpoint_ids=endpoint_ids,
+        data=dict(data),
+        occurred_at=timezone.now(),
     )
-    event.data = with_sequence(event.sequence)
-    event._state.adding = False  # written: a save() updates it
-    return event
+    return Raised(event_id, type)
 
 
 def iso(moment: datetime | None) -> str | None:

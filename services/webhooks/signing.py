@@ -5,7 +5,7 @@ A request carries `webhook-id` (the event's id, the same on every attempt),
 `webhook-timestamp` (Unix seconds of the attempt) and `webhook-signature`: `v1,` and the
 base64 of HMAC-SHA256 over `{id}.{timestamp}.{body}`, one per secret in use, space-separated
 (two for 24 hours after a rotation). The body is `{"type", "timestamp", "data"}` in compact
-JSON, `timestamp` being the event's time (RFC 3339).
+JSON, `timestamp` being the event's time (RFC 3339), as is `data.occurredAt`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,14 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
 
 
-def body_of(*, type: str, occurred_at: datetime, data: Mapping[str, object]) -> bytes:
-    """The request body of an event, the same on every attempt."""
-    document = {"type": type, "timestamp": rfc3339(occurred_at), "data": data}
+def body_of(
+    *, type: str, occurred_at: datetime, sequence: int, data: Mapping[str, object]
+) -> bytes:
+    """The request body of an event, the same on every attempt: its `data` with the
+    account's `sequence` and `occurredAt`."""
+    moment = rfc3339(occurred_at)
+    full = {**data, "sequence": sequence, "occurredAt": moment}
+    document = {"type": type, "timestamp": moment, "data": full}
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
 
 

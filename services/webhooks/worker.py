@@ -1,5 +1,6 @@
-"""The delivery worker: endpoints with due deliveries are claimed one at a time by a lease,
-and each claimed endpoint's due deliveries are sent in `sequence` order by one thread.
+"""The delivery worker: it publishes the raised events (services/webhooks/publishing.py),
+then claims endpoints with due deliveries one at a time by a lease, and each claimed
+endpoint's due deliveries are sent in `sequence` order by one thread.
 
 The claim is one conditional UPDATE (`lease_until` past or empty, then ours until `LEASE`
 from now), so several workers, on several hosts, share the endpoints of one PostgreSQL
@@ -28,6 +29,7 @@ from services.models import DeliveryState, WebhookDelivery, WebhookEndpoint
 from services.storage.connections import keeping_connections
 from services.webhooks.delivery import Due, Result, record_results, send_attempt
 from services.webhooks.endpoints import signing_secrets
+from services.webhooks.publishing import publish_all
 from services.webhooks.signing import body_of
 
 # Longer than an attempt's deadline (10 s) with room: renewed before an attempt once it is
@@ -83,12 +85,18 @@ def due_deliveries(endpoint_id: str, *, limit: int) -> list[Due]:
         )
         .order_by("sequence")
         .values_list(
-            "pk", "attempts", "event_id", "event__type", "event__occurred_at", "event__data"
+            "pk",
+            "attempts",
+            "event_id",
+            "event__type",
+            "event__occurred_at",
+            "sequence",
+            "event__data",
         )[:limit]
     )
     return [
-        Due(pk, attempts, event_id, body_of(type=type, occurred_at=occurred_at, data=data))
-        for pk, attempts, event_id, type, occurred_at, data in rows
+        Due(pk, attempts, event_id, body_of(type=t, occurred_at=at, sequence=n, data=data))
+        for pk, attempts, event_id, t, at, n, data in rows
     ]
 
 
@@ -180,6 +188,7 @@ class Worker:
         made = 0
         while True:
             close_old_connections()
+            publish_all()
             self.start_due()
             if not self._busy:
                 return made
@@ -191,6 +200,7 @@ class Worker:
         """Loop until `stopping` is set, polling every `poll_seconds`."""
         while not self.stopping.is_set():
             close_old_connections()
+            publish_all()
             self.start_due()
             if tick is not None:
                 tick()
@@ -203,6 +213,7 @@ def deliver_due(*, owner: str = "") -> int:
     """Send everything due now in this thread, endpoint after endpoint: attempts made."""
     owner = owner or new_owner()
     made = 0
+    publish_all()
     while endpoints := due_endpoints():
         sent = sum(drain_endpoint(endpoint_id, owner) for endpoint_id in endpoints)
         made += sent

@@ -10,12 +10,14 @@ from services.webhooks.health import backlog
 
 class Command(CredvaultCommand):
     help = (
-        "Print the webhook backlog: pending deliveries, those due now, disabled endpoints, and "
-        "the age in seconds of the oldest undelivered event (0 with none)."
+        "Print the webhook backlog: events not yet published, pending deliveries, those due "
+        "now, disabled endpoints, and the age in seconds of the oldest undelivered event (0 "
+        "with none)."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
         found = backlog()
+        self.stdout.write(f"unpublished events: {found.unpublished}")
         self.stdout.write(f"pending deliveries: {found.pending}")
         self.stdout.write(f"due now: {found.due}")
         self.stdout.write(f"failed deliveries: {found.failed}")

@@ -18,7 +18,8 @@ EXPIRING_SCAN_SECONDS = 600
 
 class Command(CredvaultCommand):
     help = (
-        "Send the webhook deliveries that are due, endpoint by endpoint in sequence order, "
+        "Publish the raised webhook events and send the deliveries that are due, endpoint by "
+        "endpoint in sequence order, "
         "until stopped (SIGTERM or SIGINT ends it after the attempts in flight). Several "
         "workers share one PostgreSQL database; on SQLite run one."
     )

@@ -3,13 +3,16 @@ commands show the backlog and send what is due."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.utils import timezone
 
-from services.models import WebhookAttempt, WebhookEndpoint, WebhookSecret
+from services.models import WebhookAttempt, WebhookEndpoint, WebhookEvent, WebhookSecret
+from services.webhooks.publishing import publish_all
 from services.webhooks.worker import deliver_due
 from tests.services.webhooks.conftest import create_webhook
 from tests.support.helpers import creds, marked
@@ -53,11 +56,17 @@ def test_no_secret_in_payloads_logs_listings_or_the_database(alice_api, receiver
 def test_check_webhooks_prints_the_backlog_and_deliver_webhooks_sends_it(alice_api, receiver):
     webhook_id = create_webhook(alice_api, receiver.url).json()["id"]
     alice_api.raw("POST", f"/api/v1/webhooks/{webhook_id}/test")
+    WebhookEvent.objects.update(occurred_at=timezone.now() - timedelta(seconds=90))
     out = StringIO()
     call_command("check_webhooks", stdout=out)
-    assert "pending deliveries: 1" in out.getvalue()
-    assert "due now: 1" in out.getvalue()
-    assert "oldest undelivered event age:" in out.getvalue()
+    assert "unpublished events: 1\npending deliveries: 0\n" in out.getvalue()
+    age = int(out.getvalue().split("oldest undelivered event age: ")[1].split()[0])
+    assert 90 <= age < 120
+    publish_all()
+    out = StringIO()
+    call_command("check_webhooks", stdout=out)
+    assert "unpublished events: 0\npending deliveries: 1\ndue now: 1\n" in out.getvalue()
+    assert "oldest undelivered event age: 9" in out.getvalue()
     sent = StringIO()
     call_command("deliver_webhooks", "--once", stdout=sent)
     assert "1 attempt(s) made" in sent.getvalue()
