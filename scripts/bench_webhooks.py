@@ -300,7 +300,7 @@ def raise_events(account_id: int, rate: float, count: int, out: Path) -> None:
                 type=events.CONNECTION_REPLACED,
                 data={"service": f"svc-{index % 50}", "keyType": "api_key"},
             )
-        notes.write(f"{event.id} {time.time():.6f}\n")
+        notes.write(f"{event} {time.time():.6f}\n")
 
 
 def queue_events(account_id: int, count: int) -> None:

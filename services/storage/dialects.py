@@ -362,7 +362,7 @@ class SQLite(Dialect):
     @staticmethod
     def write_datetime(value: datetime) -> datetime | str:
         """Its text in UTC, as Django stores it with USE_TZ (`read_datetime` reads it back)."""
-        return str(value.astimezone(UTC).replace(tzinfo=None))
+        return str((value if value.tzinfo is UTC else value.astimezone(UTC)).replace(tzinfo=None))
 
     def single_write(self, db: BaseDatabaseWrapper) -> AbstractContextManager:
         """Queued on the writers' lock, as a transaction is."""

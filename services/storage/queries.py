@@ -308,7 +308,7 @@ class Outbox:
         event_id: str,
         account_id: int,
         type: str,
-        data: dict[str, Any],
+        data: dict[str, object],
         occurred_at: datetime,
     ) -> None:
         """The event, unpublished (no sequence yet): one INSERT of one row, the whole cost of

@@ -9,7 +9,6 @@ takes its type writes nothing (one query).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -68,15 +67,15 @@ def takes(events: list[str], type: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Raised:
-    """An event written: its id and type."""
+    """A test event written: its id and type."""
 
     id: str
     type: str
 
 
-def raise_event(*, account_id: int, type: str, data: Mapping[str, object]) -> Raised | None:
+def raise_event(*, account_id: int, type: str, data: dict[str, object]) -> str | None:
     """Write an event of the account for every enabled endpoint that takes `type`, inside
-    the caller's transaction (or one of its own); None when no endpoint takes it.
+    the caller's transaction (or one of its own): its id; None when no endpoint takes it.
 
     `data` holds service identifiers, agent names, statuses, ids and times, never a value, a
     token or a digest; its delivery adds the account's `sequence` and `occurredAt`.
@@ -93,26 +92,17 @@ def raise_event(*, account_id: int, type: str, data: Mapping[str, object]) -> Ra
 def raise_test_event(*, account_id: int, endpoint_id: str) -> Raised:
     """A `webhook.test` event for one endpoint, whether or not it is enabled."""
     with transaction.atomic(savepoint=False), queries.outbox() as outbox:
-        return _write(
-            outbox,
-            account_id=account_id,
-            type=WEBHOOK_TEST,
-            data={"webhookId": endpoint_id},
-        )
+        data: dict[str, object] = {"webhookId": endpoint_id}
+        event_id = _write(outbox, account_id=account_id, type=WEBHOOK_TEST, data=data)
+    return Raised(event_id, WEBHOOK_TEST)
 
 
-def _write(
-    outbox: queries.Outbox, *, account_id: int, type: str, data: Mapping[str, object]
-) -> Raised:
+def _write(outbox: queries.Outbox, *, account_id: int, type: str, data: dict[str, object]) -> str:
     event_id = new_event_id()
     outbox.write(
-        event_id=event_id,
-        account_id=account_id,
-        type=type,
-        data=dict(data),
-        occurred_at=timezone.now(),
+        event_id=event_id, account_id=account_id, type=type, data=data, occurred_at=timezone.now()
     )
-    return Raised(event_id, type)
+    return event_id
 
 
 def iso(moment: datetime | None) -> str | None:

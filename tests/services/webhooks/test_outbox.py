@@ -127,11 +127,11 @@ def test_an_event_for_three_endpoints_is_one_row_in_two_statements(
     with django_assert_num_queries(2):
         raised = events.raise_event(account_id=alice.id, type="agent.deleted", data={})
     assert raised is not None
-    stored = WebhookEvent.objects.get(pk=raised.id)
+    stored = WebhookEvent.objects.get(pk=raised)
     assert (stored.type, stored.sequence) == ("agent.deleted", None)
     assert not WebhookDelivery.objects.exists()
     assert publish_all() == 1
-    deliveries = WebhookDelivery.objects.filter(event_id=raised.id, sequence=1, state="pending")
+    deliveries = WebhookDelivery.objects.filter(event_id=raised, sequence=1, state="pending")
     assert sorted(deliveries.values_list("endpoint_id", flat=True)) == sorted(ids)
 
 
@@ -164,7 +164,7 @@ def test_redeliver_of_an_event_not_yet_published_is_queued(alice, alice_api, rec
     assert create_webhook(alice_api, receiver.url).status_code == 201
     raised = events.raise_event(account_id=alice.id, type="agent.deleted", data={})
     assert raised is not None
-    answer = alice_api.raw("POST", f"/api/v1/webhook-deliveries/{raised.id}/redeliver")
+    answer = alice_api.raw("POST", f"/api/v1/webhook-deliveries/{raised}/redeliver")
     assert answer.status_code == 202, answer.content
     assert answer.json()["queued"] == 1
     assert deliver_due() == 1

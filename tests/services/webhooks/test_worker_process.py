@@ -45,7 +45,7 @@ for n in range(int(os.environ["SETUP_ACCOUNTS"])):
         actor=Actor.command(account.id), url=f"{os.environ['SETUP_URL']}/{n}"
     )
     events = [
-        raise_event(account_id=account.id, type="agent.deleted", data={"agent": f"bot{i}"}).id
+        raise_event(account_id=account.id, type="agent.deleted", data={"agent": f"bot{i}"})
         for i in range(int(os.environ["SETUP_EVENTS"]))
     ]
     made.append({"path": f"/hooks/{n}", "secret": endpoint.secret, "events": events})
