@@ -13,6 +13,7 @@ import pytest
 from services.members import create_member, remove_member
 from tests.support.harness import BASE_DIR, Gunicorn, server_env
 from tests.support.helpers import database_url, marked
+from tests.support.pages import wait_for_url
 
 SCREENSHOTS = BASE_DIR / "var" / "screenshots" / "sign-in"
 
@@ -78,7 +79,7 @@ def test_a_member_sets_a_password_signs_out_and_in_and_is_removed(alice, browser
         assert cookies["sessionid"]["sameSite"] == "Lax"
 
         browser.find_element(By.CSS_SELECTOR, ".who button").click()
-        assert "/account/login" in browser.current_url
+        wait_for_url(browser, "/account/login")
         assert "You are signed out." in body(browser)
         screenshot(browser, "4-signed-out")
 

@@ -17,6 +17,14 @@ def wait_for(browser, selector: str, seconds: float = 15) -> None:
     )
 
 
+def wait_for_url(browser, part: str, seconds: float = 15) -> None:
+    """Until the page the browser is on has `part` in its URL (a click's navigation)."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, seconds).until(expected_conditions.url_contains(part))
+
+
 def sign_in(browser, base_url: str, *, email: str, password: str, next_path: str = "") -> None:
     """Type the email and password into the sign-in page and send it; then on `next_path`."""
     from selenium.webdriver.common.by import By

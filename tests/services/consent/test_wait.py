@@ -197,9 +197,8 @@ class TestTheWaitAsked:
 
     @pytest.mark.parametrize("prefer", ["wait=soon", "wait=-1", "wait=1.5", "wait=0", "wait"])
     def test_a_wait_that_is_no_seconds_is_ignored(self, guarded, prefer):
-        started = time.monotonic()
+        # A wait would answer approval_pending with Preference-Applied; no clock is read.
         answer = post(guarded, prefer)
-        assert time.monotonic() - started < 1
         assert_problem(answer, 403, "approval_required")
         assert not answer.has_header("Preference-Applied")
 
@@ -215,9 +214,7 @@ class TestTheWaitAsked:
     def test_a_denied_call_is_answered_at_once(self, guarded, alice):
         asked = assert_problem(post(guarded, prefer=""), 403, "approval_required")
         deny(decider=decider(alice), approval_id=asked["approvalId"])
-        started = time.monotonic()
-        answer = post(guarded, "wait=10")
-        assert time.monotonic() - started < 1
+        answer = post(guarded, "wait=10")  # a wait would say Preference-Applied: wait=10
         assert_problem(answer, 403, "approval_denied")
         assert not answer.has_header("Preference-Applied")
 
