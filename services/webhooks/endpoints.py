@@ -223,7 +223,7 @@ def redeliver(*, actor: Actor, event_id: str) -> int:
                 pk=event_id, account_id=actor.account_id, sequence__isnull=True
             ).first()
             if unpublished is not None:
-                endpoints = endpoints_of([actor.account_id])
+                endpoints = endpoints_of([actor.account_id]).get(actor.account_id, [])
                 queued = len(targets_of(unpublished, endpoints))
     if not queued:
         raise WebhookEventNotFound()

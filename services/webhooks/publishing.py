@@ -23,25 +23,25 @@ from services.webhooks.events import WEBHOOK_TEST, takes
 # Events published in one transaction.
 PUBLISH_BATCH = 500
 
-# An endpoint as publishing reads it: (id, account, enabled, types it takes).
-EndpointRow = tuple[str, int, bool, list[str]]
+# An endpoint as publishing reads it: (id, enabled, types it takes).
+EndpointRow = tuple[str, bool, list[str]]
 
 
 def targets_of(event: WebhookEvent, endpoints: Iterable[EndpointRow]) -> list[str]:
-    """The endpoints of the event's account, among `endpoints`, that it goes to."""
+    """The endpoints, of the event's account's `endpoints`, that it goes to."""
     if event.type == WEBHOOK_TEST:
         named = event.data.get("webhookId")
-        return [pk for pk, account, _, _ in endpoints if (account, pk) == (event.account_id, named)]
-    return [
-        pk
-        for pk, account, enabled, types in endpoints
-        if account == event.account_id and enabled and takes(types, event.type)
-    ]
+        return [pk for pk, _, _ in endpoints if pk == named]
+    return [pk for pk, enabled, types in endpoints if enabled and takes(types, event.type)]
 
 
-def endpoints_of(account_ids: Iterable[int]) -> list[EndpointRow]:
+def endpoints_of(account_ids: Iterable[int]) -> dict[int, list[EndpointRow]]:
+    """The endpoints of each of these accounts (one query)."""
+    by_account: dict[int, list[EndpointRow]] = {}
     rows = WebhookEndpoint.objects.filter(account_id__in=set(account_ids))
-    return list(rows.values_list("id", "account_id", "enabled", "events"))
+    for pk, account_id, enabled, types in rows.values_list("id", "account_id", "enabled", "events"):
+        by_account.setdefault(account_id, []).append((pk, enabled, types))
+    return by_account
 
 
 def publish_events(*, limit: int = PUBLISH_BATCH) -> int:
@@ -75,7 +75,7 @@ def publish_events(*, limit: int = PUBLISH_BATCH) -> int:
                         next_attempt_at=now,
                         created_at=now,
                     )
-                    for target in targets_of(event, endpoints)
+                    for target in targets_of(event, endpoints.get(account_id, []))
                 ]
         WebhookEvent.objects.bulk_update(events, ["sequence"])
         WebhookDelivery.objects.bulk_create(deliveries)

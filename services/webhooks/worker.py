@@ -105,7 +105,7 @@ def drain_endpoint(endpoint_id: str, owner: str) -> int:
     one attempt; how many attempts were made. They are read, signed and recorded CHUNK at a
     time (a failure is recorded at once: it may disable the endpoint), so a worker killed
     mid-chunk sends that chunk again (at least once). The lease is renewed before an attempt
-    once it is RENEW old, and the sending stops when it is lost."""
+    once it is RENEW_SECONDS old, and the sending stops when it is lost."""
     made = 0
     if not claim(endpoint_id, owner):
         return 0
