@@ -68,7 +68,31 @@ def post_worker_init(worker) -> None:
 
     serving.install()
     quit_once(worker)
+    refuse_without_keys(worker)
     gc.freeze()
+
+
+# gunicorn's exit status of a worker that could not boot: the master stops rather than start
+# another worker that would fail the same way.
+WORKER_BOOT_ERROR = 3
+
+
+def refuse_without_keys(worker) -> None:
+    """The start-up self-check: the worker unwraps the canary's data key and opens the canary
+    value before it serves; when that fails it logs one line naming the check's id and the
+    cause and exits, and gunicorn stops (services/keys/canary.py)."""
+    from django.db import DatabaseError
+
+    from services.keys import canary
+
+    try:
+        found = canary.problem()
+    except DatabaseError:
+        return  # not migrated yet: `migrate` runs the same check
+    if found is not None:
+        check_id, message = found
+        worker.log.error("%s: %s; this worker does not serve", check_id, message)
+        raise SystemExit(WORKER_BOOT_ERROR)
 
 
 def quit_once(worker) -> None:

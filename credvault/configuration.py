@@ -103,6 +103,16 @@ def cache_url(value: str) -> dict[str, object]:
     return config
 
 
+KEY_MANAGERS = ("local", "aws-kms", "pkcs11")
+
+
+def key_manager_name(value: str) -> str:
+    name = value.strip()
+    if name not in KEY_MANAGERS:
+        raise ValueError(value)
+    return name
+
+
 def allowed_hosts_text(value: str) -> str:
     parse_allowed_hosts(value)
     return value
@@ -159,13 +169,83 @@ SETTINGS: tuple[Setting, ...] = (
         "SECRET_KEY", text, "", "long random text", "Django's secret key", shown="none: required"
     ),
     Setting(
+        "CREDVAULT_KEY_MANAGER",
+        key_manager_name,
+        "local",
+        "local, aws-kms or pkcs11",
+        "who wraps each account's data keys: `local` (the first key of "
+        "`CREDVAULT_ENCRYPTION_KEYS`), `aws-kms` or `pkcs11` ([key managers](key-managers.md))",
+    ),
+    Setting(
         "CREDVAULT_ENCRYPTION_KEYS",
         text,
         "",
         "comma-separated KEYID:BASE64KEY entries (credvault.E002)",
-        "comma-separated `KEYID:BASE64KEY` entries of 32-byte keys; the first seals, every one "
-        "opens",
-        shown="none: required",
+        "comma-separated `KEYID:BASE64KEY` entries of 32-byte keys; under `local` the first "
+        "wraps data keys and every one unwraps; under another manager, the old ring while "
+        "`migrate_key_manager` moves its keys",
+        shown="none: required with `local`",
+    ),
+    Setting(
+        "CREDVAULT_KMS_KEY_ID",
+        text,
+        "",
+        "a KMS key id, ARN or alias (credvault.E029)",
+        "`aws-kms`: the KMS key that wraps data keys; boto3's credentials chain and "
+        "`AWS_ENDPOINT_URL_KMS` apply",
+        shown="none: required with `aws-kms`",
+    ),
+    Setting(
+        "CREDVAULT_PKCS11_MODULE",
+        text,
+        "",
+        "the path of a PKCS#11 module (credvault.E029)",
+        "`pkcs11`: the HSM's PKCS#11 library (SoftHSM2: `/usr/lib/softhsm/libsofthsm2.so`)",
+        shown="none: required with `pkcs11`",
+    ),
+    Setting(
+        "CREDVAULT_PKCS11_TOKEN_LABEL",
+        text,
+        "",
+        "a token label (credvault.E029)",
+        "`pkcs11`: the label of the token holding the key",
+        shown="none: required with `pkcs11`",
+    ),
+    Setting(
+        "CREDVAULT_PKCS11_PIN_FILE",
+        text,
+        "",
+        "a readable file holding the user PIN (credvault.E029)",
+        "`pkcs11`: a file whose first line is the token's user PIN (never the PIN itself in "
+        "the environment)",
+        shown="none: required with `pkcs11`",
+    ),
+    Setting(
+        "CREDVAULT_PKCS11_KEY_LABEL",
+        text,
+        "",
+        "the label of an AES key that wraps (credvault.E029)",
+        "`pkcs11`: the label of the AES key that wraps data keys",
+        shown="none: required with `pkcs11`",
+    ),
+    Setting(
+        "CREDVAULT_DATA_KEY_CACHE_SECONDS",
+        whole_number,
+        "300",
+        "at least 1 and at most 86400 seconds",
+        "seconds a worker keeps an unwrapped data key in memory (never written anywhere)",
+        least=1,
+        most=86400,
+        check=Check(id="credvault.E028"),
+    ),
+    Setting(
+        "CREDVAULT_DATA_KEY_CACHE_USES",
+        whole_number,
+        "10000",
+        "at least 1 use",
+        "uses of an unwrapped data key before a worker unwraps it again",
+        least=1,
+        check=Check(id="credvault.E028"),
     ),
     Setting(
         "CREDVAULT_AUDIT_KEYS",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Tags, register
+from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
@@ -24,9 +24,19 @@ from providers.http.destinations import parse_allowed_hosts
 from providers.identifiers import split_base
 from providers.oauth import OAuthUrlError, parse_oauth_urls
 from services.checkpoints import audit_keys
-from services.crypto import KeyRing, KeyRingError, key_ring
+from services.crypto import KeyRing, KeyRingError
+from services.keys import canary
+from services.keys.managers import (
+    LOCAL,
+    KeyManagerError,
+    Pkcs11KeyManager,
+    build,
+    configuration,
+    key_manager,
+)
+from services.keys.rewrapping import wrapped_elsewhere
 from services.management.base import manage_command
-from services.sealed import outside_ring
+from services.sealed import outside_ring, ring_ids
 
 # The checks of settings' values alone (no database): manage.py runs them before any command.
 SETTINGS_TAG = "settings"
@@ -69,6 +79,10 @@ def check_secret_key(app_configs, **kwargs):
 
 @register()
 def check_encryption_keys(app_configs, **kwargs):
+    """The ring is required under `local`; under another manager it is the old ring, checked
+    only when given."""
+    if settings.CREDVAULT_KEY_MANAGER != LOCAL and not settings.CREDVAULT_ENCRYPTION_KEYS:
+        return []
     try:
         KeyRing.parse(settings.CREDVAULT_ENCRYPTION_KEYS)
     except KeyRingError as exc:
@@ -81,6 +95,72 @@ def check_encryption_keys(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@register(SETTINGS_TAG)
+def check_key_manager_settings(app_configs, **kwargs):
+    """The chosen key manager's settings are all given, and its PIN file is readable."""
+    if settings.CREDVAULT_KEY_MANAGER == LOCAL:
+        return []
+    try:
+        manager = build(configuration())
+        if isinstance(manager, Pkcs11KeyManager):
+            manager.read_pin()
+    except KeyManagerError as exc:
+        return [
+            Error(
+                f"{exc}.",
+                hint="docs/key-managers.md says what each key manager needs.",
+                id="credvault.E029",
+            )
+        ]
+    return []
+
+
+@register(Tags.database)
+def check_key_manager(app_configs, databases=None, **kwargs):
+    """The start-up self-check: the key manager unwraps the canary's data key and the canary
+    value opens (a database check: `manage.py check --database default`, `migrate`, and
+    every worker before it serves). Then the data keys still wrapped by a key-encryption key
+    that is not the current one, named."""
+    if not databases or DEFAULT_DB_ALIAS not in databases:
+        return []
+    try:
+        build(configuration())
+    except KeyManagerError:
+        return []  # credvault.E002 or E029 says what is wrong with the settings
+    try:
+        found = canary.problem()
+    except DatabaseError:
+        return []  # not migrated yet: nothing is sealed
+    if found is not None:
+        check_id, message = found
+        return [
+            Error(
+                f"{message}.",
+                hint="No worker serves until the key manager unwraps the canary "
+                "(docs/key-managers.md).",
+                id=check_id,
+            )
+        ]
+    try:
+        others = wrapped_elsewhere(current=key_manager().current())
+    except KeyManagerError:
+        return []
+    return [
+        Warning(
+            f"{count} data key(s) are wrapped by {wrapped_by}, which is not the current "
+            f"key-encryption key ({key_manager().current()}).",
+            hint=f"`{manage_command()} rotate_keys` wraps them again under the current one"
+            + (
+                f"; `{manage_command()} migrate_key_manager` moves them from the local ring."
+                if wrapped_by.startswith(f"{LOCAL}:") and key_manager().name != LOCAL
+                else "."
+            ),
+            id="credvault.W033",
+        )
+        for wrapped_by, count in others.items()
+    ]
 
 
 @register()
@@ -206,16 +286,16 @@ def check_not_local(app_configs, **kwargs):
 
 @register(Tags.database)
 def check_sealed_keys(app_configs, databases=None, **kwargs):
-    """Every sealed value, of every kind, opens with the key ring: a database check
+    """Every value sealed before data keys, of every kind, names a key of the ring: a database check
     (`manage.py migrate` and `manage.py check --database default` run it)."""
     if not databases or DEFAULT_DB_ALIAS not in databases:
         return []
     try:
-        ring_ids = key_ring().ids
+        ids = ring_ids()
     except KeyRingError:
         return []  # credvault.E002 says what is wrong with the setting
     try:
-        missing = outside_ring(ring_ids)
+        missing = outside_ring(ids)
     except DatabaseError:
         return []  # not migrated yet: nothing is sealed
     return [

@@ -1,15 +1,20 @@
-"""Sealing and opening credential values: AES-256-GCM under a key ring.
+"""Sealing and opening one value: AES-256-GCM, bound to the row it is stored in.
 
-One sealed value (a `ciphertext` column; the sealing key's id is in `key_id` beside it):
+One sealed value (a `ciphertext` column; the name of the key that sealed it is in `key_id`
+beside it):
 
-    byte 0        format version, 1
+    byte 0        format version: 2, sealed by the account's data key (`key_id` is the data
+                  key's reference, `dk_<id>.<version>`, services/keys/); 1, sealed directly by
+                  a key of CREDVAULT_ENCRYPTION_KEYS (`key_id` is the ring key's id), as every
+                  value was before data keys; it still opens while the ring holds that key
     bytes 1..12   a fresh random 96-bit nonce
     bytes 13..    AES-256-GCM ciphertext of the value's UTF-8 bytes, then the 16-byte tag
 
 The associated data, authenticated but not stored, is the compact JSON array
-`[version, key_id, account_id, service, key_name, generation]`: a ciphertext opens only in the
-row it was sealed for. The ring is CREDVAULT_ENCRYPTION_KEYS, comma-separated `KEYID:BASE64KEY`
-entries of 32-byte keys: the first seals, every one opens.
+`[format, key_id, account_id, service, key_name, generation]`: a ciphertext opens only in the
+row it was sealed for, under the key its row names. The ring is CREDVAULT_ENCRYPTION_KEYS,
+comma-separated `KEYID:BASE64KEY` entries of 32-byte keys: the first wraps data keys under the
+`local` key manager, every one opens.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
 
 from services.masking import Secret
-from services.models import CredentialField
 
-FORMAT_VERSION = 1
+# The format of a value sealed by a ring key (before data keys) and by a data key.
+RING_FORMAT = 1
+DATA_KEY_FORMAT = 2
 NONCE_BYTES = 12
 KEY_BYTES = 32
 KEY_ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,32}")
@@ -59,9 +65,9 @@ class Place:
     generation: int
 
 
-def _associated_data(key_id: str, place: Place) -> bytes:
+def _associated_data(key_id: str, place: Place, *, version: int) -> bytes:
     fields = [
-        FORMAT_VERSION,
+        version,
         key_id,
         place.account_id,
         place.service,
@@ -118,46 +124,51 @@ class KeyRing:
         """Parse CREDVAULT_ENCRYPTION_KEYS. Errors name the entry, never its key."""
         return cls(parse_key_entries(raw, setting="CREDVAULT_ENCRYPTION_KEYS"))
 
-    def seal(self, value: Secret, place: Place) -> tuple[str, bytes]:
-        """Seal `value` for `place` under the primary key: (key_id, stored bytes)."""
-        key_id = self.primary_id
-        nonce = os.urandom(NONCE_BYTES)
-        sealed = self._ciphers[key_id].encrypt(
-            nonce, value.encode(), _associated_data(key_id, place)
-        )
-        return key_id, bytes([FORMAT_VERSION]) + nonce + sealed
+    def cipher(self, key_id: str) -> AESGCM | None:
+        """The cipher of the ring's key `key_id`, or None when the ring does not hold it."""
+        return self._ciphers.get(key_id)
 
-    def open(
-        self,
-        key_id: str,
-        blob: bytes,
-        place: Place,
-        *,
-        field_id: int,
-        table: str = CredentialField._meta.db_table,
-    ) -> Secret:
-        """Open the value stored in row `field_id` of `table` (a credential field unless
-        named); the error names the row."""
-        row = (
-            f"{table} id {field_id} (key id {key_id!r}, account "
-            f"{place.account_id}, service {place.service!r}, keyName {place.key_name!r})"
-        )
-        cipher = self._ciphers.get(key_id)
-        if cipher is None:
-            raise DecryptionError(
-                f"{row} was sealed with a key id that is not in CREDVAULT_ENCRYPTION_KEYS"
-            )
-        blob = bytes(blob)
-        if len(blob) < 1 + NONCE_BYTES + 16 or blob[0] != FORMAT_VERSION:
-            raise DecryptionError(f"{row} is not in a known storage format")
-        nonce, sealed = blob[1 : 1 + NONCE_BYTES], blob[1 + NONCE_BYTES :]
-        try:
-            plain = cipher.decrypt(nonce, sealed, _associated_data(key_id, place))
-        except InvalidTag:
-            raise DecryptionError(
-                f"{row} failed authentication: it was altered or moved from another row"
-            ) from None
-        return Secret(plain.decode("utf-8"))
+    @property
+    def primary(self) -> AESGCM:
+        return self._ciphers[self.primary_id]
+
+
+def format_of(blob: bytes) -> int | None:
+    """The format version of a stored value, or None when it is too short to be one."""
+    if len(blob) < 1 + NONCE_BYTES + 16:
+        return None
+    return blob[0]
+
+
+def seal_value(cipher: AESGCM, key_id: str, value: Secret, place: Place) -> bytes:
+    """`value` sealed by a data key (`cipher`, named `key_id`) for `place`: the stored bytes."""
+    nonce = os.urandom(NONCE_BYTES)
+    aad = _associated_data(key_id, place, version=DATA_KEY_FORMAT)
+    return bytes([DATA_KEY_FORMAT]) + nonce + cipher.encrypt(nonce, value.encode(), aad)
+
+
+def open_value(cipher: AESGCM, key_id: str, blob: bytes, place: Place, *, row: str) -> Secret:
+    """The value of `blob`, sealed by `cipher` (named `key_id`) for `place`, in either format;
+    DecryptionError naming `row` when it was altered or moved."""
+    version = format_of(blob)
+    if version not in (RING_FORMAT, DATA_KEY_FORMAT):
+        raise DecryptionError(f"{row} is not in a known storage format")
+    nonce, sealed = blob[1 : 1 + NONCE_BYTES], blob[1 + NONCE_BYTES :]
+    try:
+        plain = cipher.decrypt(nonce, sealed, _associated_data(key_id, place, version=version))
+    except InvalidTag:
+        raise DecryptionError(
+            f"{row} failed authentication: it was altered or moved from another row"
+        ) from None
+    return Secret(plain.decode("utf-8"))
+
+
+def row_name(table: str, row_id: int | str, key_id: str, place: Place) -> str:
+    """A stored value's row as errors name it: never a byte of the value."""
+    return (
+        f"{table} id {row_id} (key id {key_id!r}, account "
+        f"{place.account_id}, service {place.service!r}, keyName {place.key_name!r})"
+    )
 
 
 @lru_cache(maxsize=4)
@@ -166,7 +177,8 @@ def _parsed(raw: str) -> KeyRing:
 
 
 def key_ring() -> KeyRing:
-    """The key ring of the current settings (parsed once per distinct setting value)."""
+    """The key ring of the current settings (parsed once per distinct setting value);
+    KeyRingError when it is missing or malformed."""
     return _parsed(settings.CREDVAULT_ENCRYPTION_KEYS)
 
 

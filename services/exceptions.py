@@ -604,3 +604,15 @@ class UnknownEventType(ProblemError):
     def __init__(self, type_: str) -> None:
         message = f"{type_[:64]!r} is not an event type"
         super().__init__(errors=[field_error("events", FieldErrorCode.INVALID, message)])
+
+
+class KeyManagerUnavailable(ProblemError):
+    """The key manager did not unwrap a data key that is not cached (it is unreachable, or
+    refused): nothing was read or written."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "key_manager_unavailable"
+    default_detail = (
+        "The key manager cannot be reached, so the values could not be sealed or opened; "
+        "nothing was changed. Try again shortly."
+    )

@@ -35,6 +35,8 @@ class Account(models.Model):
     # that an event cut from the end of the chain is detected too (services/audit.py).
     audit_seq = models.PositiveBigIntegerField(default=0)
     audit_head = models.CharField(max_length=64, default="0" * 64)
+    # Set by `delete_account`: the row stays for its audit chain, everything else is gone.
+    deleted_at = models.DateTimeField(null=True, blank=True, default=None)
 
     class Meta:
         ordering = ["name"]
@@ -821,3 +823,79 @@ class WebhookAttempt(models.Model):
 
     def __repr__(self) -> str:
         return f"<WebhookAttempt {self.pk}: delivery {self.delivery_id}>"
+
+
+class DataKey(models.Model):
+    """One version of an account's data key (AES-256), stored only wrapped by the
+    key-encryption key of a key manager (services/keys/). The account's values name the
+    version that sealed them (`key_id` `dk_<id>.<version>`); the newest version seals. The
+    canary's key has no account."""
+
+    account = models.ForeignKey(
+        Account, on_delete=models.CASCADE, null=True, blank=True, related_name="data_keys"
+    )
+    key_id = models.CharField(max_length=24)
+    version = models.PositiveIntegerField()
+    wrapped = models.BinaryField()
+    wrapped_by = models.CharField(
+        max_length=300, help_text="The key-encryption key that wrapped it: manager:key."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    wrapped_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["account_id", "version"]
+        verbose_name = "data key"
+        constraints = [
+            models.UniqueConstraint(fields=["key_id", "version"], name="uniq_data_key_version"),
+            models.UniqueConstraint(
+                fields=["account", "version"], name="uniq_data_key_version_per_account"
+            ),
+        ]
+        indexes = [models.Index(fields=["wrapped_by"], name="data_key_wrapped_by")]
+
+    def __str__(self) -> str:
+        return self.reference
+
+    def __repr__(self) -> str:
+        return f"<DataKey {self.reference}: account {self.account_id}>"
+
+    @property
+    def reference(self) -> str:
+        """What a sealed value's `key_id` holds: the data key's id and version."""
+        return f"{self.key_id}.{self.version}"
+
+
+class KeyCanary(models.Model):
+    """A known value sealed by the canary's data key: a worker opens it at start-up, and
+    /readyz, to prove the key manager unwraps what the database holds."""
+
+    key_id = models.CharField(max_length=32)
+    ciphertext = models.BinaryField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "key canary"
+
+    def __str__(self) -> str:
+        return "key canary"
+
+    def __repr__(self) -> str:
+        return f"<KeyCanary {self.pk}>"
+
+
+class Reencryption(models.Model):
+    """A run of `reencrypt`: every value sealed before `started_at`'s new data keys is sealed
+    again; an interrupted run is finished by the next (`finished_at` still empty)."""
+
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True, default=None)
+
+    class Meta:
+        verbose_name = "re-encryption"
+
+    def __str__(self) -> str:
+        return f"re-encryption of {self.started_at:%Y-%m-%d %H:%M}"
+
+    def __repr__(self) -> str:
+        return f"<Reencryption {self.pk}>"

@@ -2,8 +2,9 @@
 credential set is sealed and opened.
 
 A sealed value is a `key_id` column beside a ciphertext column (services/crypto.py gives the
-format). Key rotation (`reencrypt`), readiness (`/readyz`) and the system check walk `KINDS`, so
-a kind listed here is rotated and watched with the rest; tests/services/test_key_rotation.py
+format), sealed by its account's data key (services/keys/envelope.py). Re-encryption
+(`reencrypt`, `migrate_key_manager`), readiness (`/readyz`) and the system check walk `KINDS`,
+so a kind listed here is rotated and watched with the rest; tests/services/test_key_rotation.py
 fails for a model with a `key_id` column that is not listed.
 
 Each kind says where a row's value is bound (its `Place`, the associated data): a credential
@@ -17,9 +18,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from django.conf import settings
 from django.db.models import Model, QuerySet
 
-from services.crypto import KeyRing, Place, key_ring
+from services.crypto import Place, key_ring
+from services.keys import envelope
+from services.keys.data_keys import REFERENCE_HEAD
+from services.keys.managers import LOCAL
 from services.masking import Secret
 from services.models import CredentialField, OAuthClient, WebhookSecret
 from services.storage.dialects import FieldRow
@@ -68,23 +73,19 @@ class SealedKind:
     related: tuple[str, ...] = ()
 
     def outside(self, key_ids: frozenset[str] | set[str]) -> QuerySet[Model]:
-        """The rows sealed by a key id not in `key_ids`."""
-        return self.model._default_manager.exclude(key_id__in=key_ids)
+        """The rows sealed before data keys by a key id not in `key_ids`."""
+        return self.model._default_manager.exclude(key_id__in=key_ids).exclude(
+            key_id__startswith=REFERENCE_HEAD
+        )
 
-    def open(self, ring: KeyRing, row: Any) -> Secret:
-        return ring.open(
+    def open(self, row: Any) -> Secret:
+        return envelope.open(
             row.key_id,
             bytes(getattr(row, self.ciphertext)),
             self.place(row),
             field_id=row.pk,
             table=self.model._meta.db_table,
         )
-
-    def reseal(self, ring: KeyRing, row: Any) -> None:
-        """Seal the row's value again under the ring's first key (in memory: the caller saves)."""
-        value = self.open(ring, row)
-        row.key_id, sealed = ring.seal(value, self.place(row))
-        setattr(row, self.ciphertext, sealed)
 
 
 CREDENTIAL_FIELDS = SealedKind(
@@ -113,9 +114,18 @@ WEBHOOK_SECRETS = SealedKind(
 KINDS: tuple[SealedKind, ...] = (CREDENTIAL_FIELDS, OAUTH_CLIENT_SECRETS, WEBHOOK_SECRETS)
 
 
+def ring_ids() -> frozenset[str]:
+    """The key ids of CREDVAULT_ENCRYPTION_KEYS (none when it is not given under another key
+    manager); KeyRingError when it is malformed."""
+    if not settings.CREDVAULT_ENCRYPTION_KEYS and settings.CREDVAULT_KEY_MANAGER != LOCAL:
+        return frozenset()
+    return key_ring().ids
+
+
 def outside_ring(key_ids: frozenset[str]) -> dict[str, tuple[int, list[str]]]:
-    """Per kind with any: how many values are sealed by key ids not in `key_ids`, and those
-    ids. One probe per kind; the counts are read only where the probe finds some."""
+    """Per kind with any: how many values sealed before data keys name key ids not in
+    `key_ids`, and those ids. One probe per kind; the counts are read only where the probe
+    finds some."""
     found = {}
     for kind in KINDS:
         rows = kind.outside(key_ids)
@@ -177,9 +187,8 @@ def seal_set(
     *, account_id: int, service: str, generation: int, fields: OpenedSet
 ) -> list[FieldRow]:
     """A set's values sealed for its place: (keyName, key id, ciphertext) each."""
-    ring = key_ring()
     return [
-        (key_name, *ring.seal(value, Place(account_id, service, key_name, generation)))
+        (key_name, *envelope.seal(value, Place(account_id, service, key_name, generation)))
         for key_name, value in fields
     ]
 
@@ -189,13 +198,12 @@ def open_set(
 ) -> OpenedSet:
     """A stored set's values, opened and masked. Nothing opened is kept afterwards; a value
     that does not open raises DecryptionError naming its row."""
-    ring = key_ring()
     # A list, not a generator: the agent read and the brokered call build one each.
     return OpenedSet(
         [
             (
                 field.key_name,
-                ring.open(
+                envelope.open(
                     field.key_id,
                     bytes(field.ciphertext),
                     Place(account_id, service, field.key_name, generation),

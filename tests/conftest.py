@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from services import checkpoints
 from services.accounts import create_account, issue_token
+from services.keys import data_keys
 from services.rates import parse_rate
 from tests.support.harness import listening
 from tests.support.helpers import PUBLIC_URL, Api
@@ -76,8 +77,11 @@ def _test_settings(settings) -> Iterator[None]:
     settings.CREDVAULT_TEST_RATE_LIMIT = parse_rate("30/min")
     settings.CREDVAULT_MAX_SERVICES_PER_ACCOUNT = 100
     cache.clear()
+    # The data keys a test creates are rolled back with it: so is this process's cache of them.
+    data_keys.cache.clear()
     yield
     cache.clear()
+    data_keys.cache.clear()
 
 
 def require_local_service(name: str, port: int) -> None:

@@ -8,9 +8,10 @@ from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 
 from services.api.errors import render, safe_methods_only
-from services.crypto import KeyRingError, key_ring
-from services.exceptions import ServiceUnavailable
-from services.sealed import outside_ring
+from services.crypto import KeyRingError
+from services.exceptions import KeyManagerUnavailable, ServiceUnavailable
+from services.keys import canary
+from services.sealed import outside_ring, ring_ids
 
 logger = logging.getLogger("credvault.health")
 
@@ -23,28 +24,38 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @safe_methods_only
 def readyz(request: HttpRequest):
-    """Ready when the database answers and the key ring holds every key id in use."""
+    """Ready when the database answers, the key ring holds every key id that values sealed
+    before data keys name, and the canary opens (its data key cached, or unwrapped now)."""
     try:
-        ring_ids = key_ring().ids
+        ids = ring_ids()
     except KeyRingError:
         logger.error("not ready: CREDVAULT_ENCRYPTION_KEYS is missing or malformed")
         return render(ServiceUnavailable("The key ring is not configured."))
     try:
         # One probe per kind of sealed value, which also proves the database answers; the
         # missing ids are read only where there are any.
-        missing = outside_ring(ring_ids)
+        missing = outside_ring(ids)
     except DatabaseError as exc:
         logger.error("not ready: database unavailable (%s)", type(exc).__name__)
         return render(ServiceUnavailable("The database cannot be reached."))
     if missing:
-        for kind, (count, ids) in missing.items():
+        for kind, (count, names) in missing.items():
             logger.error(
                 "not ready: %d %s value(s) sealed with key ids not in the key ring: %s",
                 count,
                 kind,
-                ", ".join(ids),
+                ", ".join(names),
             )
         return render(
             ServiceUnavailable("Stored values are sealed with keys missing from the key ring.")
         )
+    try:
+        found = canary.problem(fresh=False)
+    except DatabaseError as exc:
+        logger.error("not ready: database unavailable (%s)", type(exc).__name__)
+        return render(ServiceUnavailable("The database cannot be reached."))
+    if found is not None:
+        check_id, message = found
+        logger.error("not ready: %s (%s)", message, check_id)
+        return render(KeyManagerUnavailable())
     return JsonResponse({"status": "ready"})

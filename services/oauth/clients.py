@@ -9,8 +9,8 @@ from providers import catalog
 from providers import oauth as provider_oauth
 from services import audit
 from services.audit import Actor, Operation
-from services.crypto import key_ring
 from services.exceptions import OAuthClientNotFound, OAuthNotSupported
+from services.keys import envelope
 from services.masking import Secret
 from services.models import OAuthClient
 from services.sealed import OAUTH_CLIENT_SECRETS, client_secret_place
@@ -30,7 +30,7 @@ def put_client(
 ) -> tuple[OAuthClient, int]:
     """Create or replace the account's client of `provider`: it, and the status (201, 200)."""
     oauth_provider(provider)
-    key_id, ciphertext = key_ring().seal(
+    key_id, ciphertext = envelope.seal(
         client_secret, client_secret_place(account_id=actor.account_id, provider=provider)
     )
     with account_transaction(actor.account_id):
@@ -69,5 +69,5 @@ def client_of(*, account_id: int, provider: str) -> provider_oauth.Client | None
     row = OAuthClient.objects.filter(account_id=account_id, provider=provider).first()
     if row is None:
         return None
-    secret = OAUTH_CLIENT_SECRETS.open(key_ring(), row)
+    secret = OAUTH_CLIENT_SECRETS.open(row)
     return provider_oauth.Client(row.client_id, secret.reveal())

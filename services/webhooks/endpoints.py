@@ -14,13 +14,13 @@ from django.utils import timezone
 
 from services import audit
 from services.audit import Actor, Operation
-from services.crypto import key_ring
 from services.exceptions import (
     UnknownEventType,
     WebhookEventNotFound,
     WebhookLimitReached,
     WebhookNotFound,
 )
+from services.keys import envelope
 from services.masking import Secret
 from services.models import (
     DeliveryState,
@@ -66,7 +66,7 @@ def checked_events(events: Sequence[str]) -> list[str]:
 
 def _seal(endpoint: WebhookEndpoint, plaintext: str, now: datetime) -> None:
     place = webhook_secret_place(account_id=endpoint.account_id, endpoint_id=endpoint.id)
-    key_id, ciphertext = key_ring().seal(Secret(plaintext), place)
+    key_id, ciphertext = envelope.seal(Secret(plaintext), place)
     WebhookSecret.objects.create(
         endpoint=endpoint, key_id=key_id, ciphertext=ciphertext, created_at=now
     )
@@ -76,10 +76,15 @@ def signing_secrets(endpoint: WebhookEndpoint, *, now: datetime) -> list[Secret]
     """The secrets that sign a delivery now: the current one, then the previous one while
     its 24 hours last."""
     place = webhook_secret_place(account_id=endpoint.account_id, endpoint_id=endpoint.id)
-    ring = key_ring()
     rows = WebhookSecret.objects.filter(endpoint=endpoint).order_by("-created_at", "-pk")
     return [
-        ring.open(row.key_id, bytes(row.ciphertext), place, field_id=row.pk)
+        envelope.open(
+            row.key_id,
+            bytes(row.ciphertext),
+            place,
+            field_id=row.pk,
+            table=WebhookSecret._meta.db_table,
+        )
         for row in rows
         if row.expires_at is None or row.expires_at > now
     ]
