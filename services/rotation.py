@@ -65,9 +65,7 @@ def _reseal_kind(kind: SealedKind, *, pending: Pending, key_for: KeyFor, batch_s
             .filter(pk__in=[pk for pk, _ in candidates])
             .order_by("pk")
         )
-        keys = {
-            account_id: with_key_manager(lambda a=account_id: key_for(a)) for account_id in accounts
-        }
+        keys = {account_id: _key_of(key_for, account_id) for account_id in accounts}
         for row in rows:
             place = kind.place(row)
             value = kind.open(row)
