@@ -20,6 +20,15 @@ from services.keys import data_keys
 from services.rates import parse_rate
 from tests.support.harness import listening
 from tests.support.helpers import PUBLIC_URL, Api
+from tests.support.key_managers import (
+    MOTO_KMS_ALIAS,
+    SOFTHSM_KEY_LABEL,
+    SOFTHSM_TOKEN_LABEL,
+    MotoKms,
+    SoftHsm,
+    require_moto_server,
+    require_softhsm,
+)
 from tests.support.stand_ins import OAuthServer, ProviderServer
 
 # Fixed test keys: `old` first would seal; tests that rotate put `new` first.
@@ -233,3 +242,43 @@ def browser() -> Iterator:
     driver.set_window_size(1400, 900)
     yield driver
     driver.quit()
+
+
+@pytest.fixture(scope="session")
+def moto_kms() -> Iterator[MotoKms]:
+    """moto's KMS server on a free loopback port (tests/support/key_managers.py), one for each
+    process (each xdist worker), with one key under MOTO_KMS_ALIAS (its ARN in `.aliases`);
+    `.env` is boto3's environment for it. Shared: a test that stops or pauses a KMS starts a
+    MotoKms of its own."""
+    require_moto_server()
+    kms = MotoKms().start()
+    try:
+        kms.create_key(alias=MOTO_KMS_ALIAS)
+        yield kms
+    finally:
+        kms.close()
+
+
+@pytest.fixture(scope="session")
+def softhsm() -> Iterator[SoftHsm]:
+    """A SoftHSM2 token SOFTHSM_TOKEN_LABEL holding the AES-256 key SOFTHSM_KEY_LABEL
+    (tests/support/key_managers.py), one for each process (each xdist worker). SoftHSM reads
+    SOFTHSM2_CONF when its library is initialised, once a process: the token's is put in
+    os.environ (so servers that a test starts see it too) and the library, if this process
+    had loaded it already, is initialised again to read it."""
+    require_softhsm()
+    import pkcs11
+
+    hsm = SoftHsm(token_label=SOFTHSM_TOKEN_LABEL)
+    previous = os.environ.get("SOFTHSM2_CONF")
+    try:
+        hsm.generate_key(SOFTHSM_KEY_LABEL)
+        os.environ.update(hsm.env)
+        pkcs11.lib(str(hsm.module)).reinitialize()
+        yield hsm
+    finally:
+        if previous is None:
+            os.environ.pop("SOFTHSM2_CONF", None)
+        else:
+            os.environ["SOFTHSM2_CONF"] = previous
+        hsm.close()
