@@ -88,6 +88,7 @@ def _test_settings(settings) -> Iterator[None]:
     cache.clear()
     # The data keys a test creates are rolled back with it: so is this process's cache of them.
     data_keys.cache.clear()
+    data_keys.forget_uncommitted()
     yield
     cache.clear()
     data_keys.cache.clear()
@@ -282,3 +283,24 @@ def softhsm() -> Iterator[SoftHsm]:
         else:
             os.environ["SOFTHSM2_CONF"] = previous
         hsm.close()
+
+
+@pytest.fixture
+def cached_data_keys():
+    """A call that caches the data keys stored so far, as a worker holds them at steady state
+    (a test's transaction never commits, so the keys it created are otherwise read from the
+    database at every use)."""
+    from services.models import DataKey
+
+    def cache_them() -> None:
+        data_keys.forget_uncommitted()
+        for row in DataKey.objects.all():
+            data_keys.cache.put(
+                row.reference, data_keys.unwrap(row), account_id=row.account_id, current=False
+            )
+        for row in DataKey.objects.order_by("account_id", "version"):
+            data_keys.cache.put(
+                row.reference, data_keys.unwrap(row), account_id=row.account_id, current=True
+            )
+
+    return cache_them

@@ -3,8 +3,10 @@ unwrapped once per cache period into the worker's memory.
 
 The newest version of an account's data key seals its values; every version opens the values
 that name it. A version is created in the transaction of the value it first seals, so the key
-and the value commit or roll back together, and it enters the cache only once committed. The
-canary's data key has no account (services/keys/canary.py).
+and the value commit or roll back together, and it enters the cache only once committed: until
+then this thread reads it from the database (where only its own transaction sees it), so a key
+rolled back is never used again. The canary's data key has no account
+(services/keys/canary.py).
 
 The cache is per process and in memory only: an unwrapped key is dropped after
 CREDVAULT_DATA_KEY_CACHE_SECONDS or CREDVAULT_DATA_KEY_CACHE_USES uses, whichever comes first,
@@ -140,16 +142,48 @@ def unwrap(row: DataKey) -> AESGCM:
     return AESGCM(key)
 
 
-def _cache_on_commit(row: DataKey, cipher: AESGCM, *, current: bool) -> None:
-    transaction.on_commit(
-        lambda: cache.put(row.reference, cipher, account_id=row.account_id, current=current)
-    )
+# References of the keys this thread created in a transaction not yet committed.
+_uncommitted = threading.local()
+
+
+def _uncommitted_references() -> set[str]:
+    if not hasattr(_uncommitted, "references"):
+        _uncommitted.references = set()
+    references: set[str] = _uncommitted.references
+    return references
+
+
+def _cache(row: DataKey, cipher: AESGCM, *, current: bool) -> None:
+    """Cache a key read from the database, unless this thread created it in a transaction that
+    has not committed."""
+    if row.reference not in _uncommitted_references():
+        cache.put(row.reference, cipher, account_id=row.account_id, current=current)
+
+
+def _cache_on_commit(row: DataKey, cipher: AESGCM) -> None:
+    references = _uncommitted_references()
+    references.add(row.reference)
+
+    def committed() -> None:
+        references.discard(row.reference)
+        cache.put(row.reference, cipher, account_id=row.account_id, current=True)
+
+    transaction.on_commit(committed)
+
+
+def forget_uncommitted() -> None:
+    """Forget which keys this thread created uncommitted (a test whose transaction stands for
+    committed ones)."""
+    _uncommitted_references().clear()
 
 
 def create_version(account_id: int | None) -> tuple[DataKey, AESGCM]:
     """A new newest version of the account's data key, wrapped by the current key-encryption
     key; its first version when it has none. Cached once its transaction commits."""
-    latest = _of_account(account_id).order_by("-version").first()
+    return _create(account_id, latest=_of_account(account_id).order_by("-version").first())
+
+
+def _create(account_id: int | None, *, latest: DataKey | None) -> tuple[DataKey, AESGCM]:
     key_id = latest.key_id if latest is not None else new_key_id()
     version = latest.version + 1 if latest is not None else 1
     key = secrets.token_bytes(KEY_BYTES)
@@ -158,7 +192,7 @@ def create_version(account_id: int | None) -> tuple[DataKey, AESGCM]:
     row.created_at = row.wrapped_at = timezone.now()
     row.save(force_insert=True)
     cipher = AESGCM(key)
-    _cache_on_commit(row, cipher, current=True)
+    _cache_on_commit(row, cipher)
     return row, cipher
 
 
@@ -171,18 +205,18 @@ def current_key(account_id: int | None) -> tuple[str, AESGCM]:
     row = _of_account(account_id).order_by("-version").first()
     if row is not None:
         cipher = unwrap(row)
-        _cache_on_commit(row, cipher, current=True)
+        _cache(row, cipher, current=True)
         return row.reference, cipher
     try:
         with transaction.atomic():
-            row, cipher = create_version(account_id)
+            row, cipher = _create(account_id, latest=None)
     except IntegrityError:
         # Another process created the account's first key meanwhile: use it.
         row = _of_account(account_id).order_by("-version").first()
         if row is None:
             raise
         cipher = unwrap(row)
-        _cache_on_commit(row, cipher, current=True)
+        _cache(row, cipher, current=True)
     return row.reference, cipher
 
 
@@ -201,5 +235,5 @@ def key_of(reference: str, *, account_id: int | None, row: str) -> AESGCM:
     if stored is None:
         raise DecryptionError(f"{row} names a data key that this account does not have")
     cipher = unwrap(stored)
-    _cache_on_commit(stored, cipher, current=False)
+    _cache(stored, cipher, current=False)
     return cipher

@@ -33,8 +33,9 @@ from django.test import Client
 from services import agents
 from services.audit import Actor
 from services.credentials import credential_set, store_credentials
-from services.crypto import Place, key_ring
+from services.crypto import Place
 from services.grants import GrantSpec, given_in_list
+from services.keys import envelope
 from services.masking import Secret
 from services.models import Account, AgentToken, ConnectedService
 from services.sealed import OpenedSet
@@ -279,9 +280,8 @@ def connected_github(alice_api: Api, stand_in: OAuthServer) -> str:
 
 def opened_set(service: ConnectedService) -> dict[str, str]:
     """The stored set of `service`, each field opened: {keyName: value}."""
-    ring = key_ring()
     return {
-        field.key_name: ring.open(
+        field.key_name: envelope.open(
             field.key_id,
             field.ciphertext,
             Place(service.account_id, service.service, field.key_name, service.generation),

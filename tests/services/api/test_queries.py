@@ -52,11 +52,17 @@ def test_list_is_constant_whatever_the_number_of_services(
 @pytest.mark.django_db
 @pytest.mark.parametrize(("existing", "fields"), [(0, 1), (25, 1), (25, 20)])
 def test_storing_a_new_service_is_constant(
-    alice_api, with_services, django_assert_num_queries, existing, fields
+    alice_api, with_services, django_assert_num_queries, existing, fields, cached_data_keys
 ):
     with_services(existing)
+    cached_data_keys()
     values = {f"field_{i}": "v" for i in range(fields)}
-    with django_assert_num_queries(7 + audit_record_queries() + webhook_event_queries()):
+    # The account's first value creates its data key: SELECT its newest (none), SAVEPOINT,
+    # INSERT it, RELEASE. Later ones find it in the worker's cache.
+    first_key = 0 if existing else 4
+    with django_assert_num_queries(
+        7 + first_key + audit_record_queries() + webhook_event_queries()
+    ):
         # 1. SELECT the token by digest, joined to its account
         # 2. SAVEPOINT
         # 3. SELECT the service FOR UPDATE (none yet), after locking the audit head (it
@@ -73,9 +79,10 @@ def test_storing_a_new_service_is_constant(
 @pytest.mark.django_db
 @pytest.mark.parametrize(("existing", "fields"), [(1, 1), (25, 1), (25, 20)])
 def test_replacing_a_service_is_constant(
-    alice_api, with_services, django_assert_num_queries, existing, fields
+    alice_api, with_services, django_assert_num_queries, existing, fields, cached_data_keys
 ):
     with_services(existing)
+    cached_data_keys()
     values = {f"field_{i}": "v" for i in range(fields)}
     with django_assert_num_queries(
         4 + replace_fields_queries() + audit_record_queries() + webhook_event_queries()

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from services import audit
 from services.audit import Operation
-from services.crypto import KeyRing
+from services.keys import envelope
 from services.models import AuditEvent, ConnectedService, OAuthClient, OAuthState
 from services.oauth import refresh as oauth_refresh
 from services.oauth.expiring import due_sets
@@ -679,13 +679,13 @@ class TestRefreshBy:
             due = due_sets(ahead_seconds=600)
         assert [(d.service, d.generation) for d in due] == [("github", 1)]
         opened: list[str] = []
-        real_open = KeyRing.open
+        real_open = envelope.open
 
-        def spied(ring, key_id, blob, place, **kwargs):
+        def spied(key_id, blob, place, **kwargs):
             opened.append(place.service)
-            return real_open(ring, key_id, blob, place, **kwargs)
+            return real_open(key_id, blob, place, **kwargs)
 
-        monkeypatch.setattr(KeyRing, "open", spied)
+        monkeypatch.setattr(envelope, "open", spied)
         call_command("refresh_tokens", "--ahead", "10", stdout=StringIO())
         assert stand_in.refreshes == 1
         assert "github" in opened
