@@ -296,11 +296,48 @@ def cached_data_keys():
         data_keys.forget_uncommitted()
         for row in DataKey.objects.all():
             data_keys.cache.put(
-                row.reference, data_keys.unwrap(row), account_id=row.account_id, current=False
+                row.reference,
+                data_keys.unwrap(row),
+                account_id=row.account_id,
+                current=False,
+                used=False,
             )
         for row in DataKey.objects.order_by("account_id", "version"):
             data_keys.cache.put(
-                row.reference, data_keys.unwrap(row), account_id=row.account_id, current=True
+                row.reference,
+                data_keys.unwrap(row),
+                account_id=row.account_id,
+                current=True,
+                used=False,
             )
 
     return cache_them
+
+
+KEY_MANAGERS = ("local", "aws-kms", "pkcs11")
+
+
+@pytest.fixture(params=KEY_MANAGERS)
+def each_key_manager(request, settings, monkeypatch) -> Iterator[str]:
+    """The test once under each key manager: the local ring, moto's KMS server and a SoftHSM2
+    token, real processes and libraries (tests/support/key_managers.py)."""
+    from services.keys import managers
+
+    name = request.param
+    if name == "aws-kms":
+        kms = request.getfixturevalue("moto_kms")
+        for variable, value in kms.env.items():
+            monkeypatch.setenv(variable, value)
+        settings.CREDVAULT_KMS_KEY_ID = MOTO_KMS_ALIAS
+    elif name == "pkcs11":
+        hsm = request.getfixturevalue("softhsm")
+        settings.CREDVAULT_PKCS11_MODULE = str(hsm.module)
+        settings.CREDVAULT_PKCS11_TOKEN_LABEL = hsm.token_label
+        settings.CREDVAULT_PKCS11_PIN_FILE = str(hsm.pin_file)
+        settings.CREDVAULT_PKCS11_KEY_LABEL = SOFTHSM_KEY_LABEL
+    settings.CREDVAULT_KEY_MANAGER = name
+    managers._built.cache_clear()
+    data_keys.cache.clear()
+    yield name
+    managers._built.cache_clear()
+    data_keys.cache.clear()

@@ -94,12 +94,21 @@ class DataKeyCache:
         cipher = self.cipher(reference, account_id=account_id)
         return None if cipher is None else (reference, cipher)
 
-    def put(self, reference: str, cipher: AESGCM, *, account_id: int | None, current: bool) -> None:
+    def put(
+        self,
+        reference: str,
+        cipher: AESGCM,
+        *,
+        account_id: int | None,
+        current: bool,
+        used: bool = True,
+    ) -> None:
+        """Cache a key just unwrapped (or created): `used`, that counts as its first use."""
         entry = _Entry(
             cipher,
             account_id,
             time.monotonic() + settings.CREDVAULT_DATA_KEY_CACHE_SECONDS,
-            settings.CREDVAULT_DATA_KEY_CACHE_USES,
+            settings.CREDVAULT_DATA_KEY_CACHE_USES - (1 if used else 0),
         )
         with self._lock:
             self._keys[reference] = entry

@@ -284,6 +284,9 @@ class Pkcs11KeyManager(KeyManager):
             ) from None
         try:
             session = token.open(user_pin=pin)
+        except errors.UserAlreadyLoggedIn:
+            # PKCS#11 logs in a process, not a session: one logged in before is this one's.
+            session = token.open()
         except errors.PinIncorrect:
             raise KeyManagerError(
                 "the PKCS#11 token refused the PIN of CREDVAULT_PKCS11_PIN_FILE"
