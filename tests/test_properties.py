@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from providers.identifiers import SERVICE_PATTERN, InvalidIdentifier, normalize_service
 from services import bearer_tokens
 from services.api.parsing import loads_strict, parse_credential_input
-from services.crypto import DecryptionError, KeyRing, Place
+from services.crypto import DecryptionError, Place, open_value, seal_value
 from services.exceptions import MalformedJSON, ProblemError
 from services.masking import Secret
 from services.models import AuditAction, AuditEvent, AuditOutcome
@@ -23,7 +23,19 @@ from services.storage.dialects import SQLite
 from services.times import rfc3339
 from tests.support.helpers import Api
 
-RING = KeyRing.parse(f"p:{base64.b64encode(b'P' * 32).decode()}")
+# A data key and its reference, as a sealed value's `key_id` names it.
+DATA_KEY = AESGCM(b"P" * 32)
+DATA_KEY_ID = "dk_0123456789abcdef.1"
+
+
+def seal(value: Secret, place: Place) -> tuple[str, bytes]:
+    return DATA_KEY_ID, seal_value(DATA_KEY, DATA_KEY_ID, value, place)
+
+
+def open_sealed(key_id: str, blob: bytes, place: Place) -> Secret:
+    return open_value(DATA_KEY, key_id, blob, place, row="a row")
+
+
 FAST = settings(max_examples=300, deadline=None)
 
 places = st.builds(
@@ -146,29 +158,29 @@ def test_random_text_is_almost_never_a_well_formed_token(text):
 @FAST
 @given(st.text(min_size=1, max_size=300), places)
 def test_seal_then_open_returns_the_value(value, place):
-    key_id, blob = RING.seal(Secret(value), place)
-    assert RING.open(key_id, blob, place, field_id=1).reveal() == value
+    key_id, blob = seal(Secret(value), place)
+    assert open_sealed(key_id, blob, place).reveal() == value
 
 
 @FAST
 @given(st.text(min_size=1, max_size=50), places, places)
 def test_a_ciphertext_opens_only_at_its_place(value, place, other):
     assume(place != other)
-    key_id, blob = RING.seal(Secret(value), place)
+    key_id, blob = seal(Secret(value), place)
     with pytest.raises(DecryptionError):
-        RING.open(key_id, blob, other, field_id=1)
+        open_sealed(key_id, blob, other)
 
 
 @FAST
 @given(st.text(min_size=1, max_size=50), places, st.data())
 def test_any_flipped_bit_is_detected(value, place, data):
-    key_id, blob = RING.seal(Secret(value), place)
+    key_id, blob = seal(Secret(value), place)
     position = data.draw(st.integers(0, len(blob) - 1))
     bit = data.draw(st.integers(0, 7))
     tampered = bytearray(blob)
     tampered[position] ^= 1 << bit
     with pytest.raises(DecryptionError):
-        RING.open(key_id, bytes(tampered), place, field_id=1)
+        open_sealed(key_id, bytes(tampered), place)
 
 
 @FAST

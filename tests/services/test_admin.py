@@ -36,9 +36,9 @@ from services.models import (
     AuditEvent,
     ConnectedService,
     CredentialField,
+    DataKey,
     Grant,
 )
-from tests.conftest import KEY_B
 from tests.support.helpers import agent_with_token, store_set
 
 CHANGELISTS = {
@@ -248,14 +248,17 @@ def test_a_service_page_shows_the_key_id_of_each_field_and_explains_generation(
     staff, alice, settings
 ):
     store_set(alice, "custom", api_key="v", client_secret="w")
-    settings.CREDVAULT_ENCRYPTION_KEYS = f"rotated:{KEY_B},{settings.CREDVAULT_ENCRYPTION_KEYS}"
     store_set(alice, "custom", api_key="v2", client_secret="w2")
     service = ConnectedService.objects.get()
     assert service.generation == 2
-    assert set(CredentialField.objects.values_list("key_id", flat=True)) == {"rotated"}
+    # Each field names the version of alice's data key that sealed it.
+    reference = DataKey.objects.get(account=alice).reference
+    assert set(CredentialField.objects.values_list("key_id", flat=True)) == {reference}
     detail = page(staff, f"/admin/services/connectedservice/{service.pk}/change/")
     stored = readonly(detail, "stored_fields")
-    assert stored == "api_key: key <code>rotated</code><br>client_secret: key <code>rotated</code>"
+    assert stored == (
+        f"api_key: key <code>{reference}</code><br>client_secret: key <code>{reference}</code>"
+    )
     assert readonly(detail, "generation") == "2"
     assert "Rises by one with every store of this service" in detail
     assert "associated data" in detail
