@@ -1,12 +1,20 @@
 """The start-up self-check: a worker unwraps the canary's data key and opens the canary value
 before it serves, so a key manager that is unreachable, refuses, or holds another key stops it
-with the check's id naming the cause. The first start seals the canary."""
+with the check's id naming the cause. The first start seals the canary. It also wraps a
+throwaway key under the current key-encryption key, which the canary's may not be yet."""
 
 from __future__ import annotations
 
-from services.crypto import DecryptionError, Place, open_value, seal_value
+import secrets
+
+from services.crypto import KEY_BYTES, DecryptionError, Place, open_value, seal_value
 from services.keys import data_keys
-from services.keys.managers import KeyManagerError, KeyManagerUnreachable
+from services.keys.managers import (
+    KeyManagerError,
+    KeyManagerUnreachable,
+    key_manager,
+    wrapping_context,
+)
 from services.masking import Secret
 from services.models import KeyCanary
 
@@ -22,8 +30,12 @@ WRONG_KEY = "credvault.E032"
 
 def open_canary(*, fresh: bool) -> None:
     """Open the canary value under its data key, sealing both first when there are none;
-    `fresh` unwraps the key even when this process has it cached. Raises KeyManagerError or
-    DecryptionError."""
+    `fresh` also wraps a throwaway key under the current key-encryption key (the canary may be
+    wrapped by an older one) and unwraps the canary's key even when this process has it
+    cached. Raises KeyManagerError or DecryptionError."""
+    if fresh:
+        probe = wrapping_context(account="canary", data_key="probe")
+        key_manager().wrap(secrets.token_bytes(KEY_BYTES), context=probe)
     row = KeyCanary.objects.order_by("pk").first()
     if row is None:
         reference, cipher = data_keys.current_key(None)
