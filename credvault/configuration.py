@@ -162,6 +162,7 @@ class Setting:
 
 _SIZE = Check(id="credvault.E019")
 _RATE = Check(id="credvault.E004")
+_DATA_KEY_CACHE = Check(id="credvault.E028")
 
 # In the order of docs/production.md's table.
 SETTINGS: tuple[Setting, ...] = (
@@ -236,7 +237,7 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds a worker keeps an unwrapped data key in memory (never written anywhere)",
         least=1,
         most=86400,
-        check=Check(id="credvault.E028"),
+        check=_DATA_KEY_CACHE,
     ),
     Setting(
         "CREDVAULT_DATA_KEY_CACHE_USES",
@@ -245,7 +246,7 @@ SETTINGS: tuple[Setting, ...] = (
         "at least 1 use",
         "uses of an unwrapped data key before a worker unwraps it again",
         least=1,
-        check=Check(id="credvault.E028"),
+        check=_DATA_KEY_CACHE,
     ),
     Setting(
         "CREDVAULT_AUDIT_KEYS",

@@ -1,5 +1,6 @@
-"""Key rotation covers every kind of sealed value: `reencrypt` re-seals each, `/readyz` and
-`manage.py check` see each, and after the old key is dropped every kind still opens."""
+"""Key rotation covers every kind of sealed value: `reencrypt` re-seals each under a new data key,
+`/readyz` and `manage.py check` see each sealed before data keys by a dropped ring key, and
+after the old data keys are shredded and the old ring key dropped every kind still opens."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from django.db import models
 from django.test import Client
 from django.utils import timezone
 
-from services.models import CredentialField, OAuthClient, WebhookEndpoint
+from services.keys import data_keys
+from services.models import CredentialField, DataKey, KeyCanary, OAuthClient, WebhookEndpoint
 from services.sealed import KINDS
 from services.webhooks.endpoints import signing_secrets
 from tests.conftest import KEY_A, KEY_B
@@ -27,6 +29,7 @@ from tests.support.helpers import (
     marked,
     put_agent,
     put_client,
+    reseal_before_data_keys,
 )
 
 OLD = f"old:{KEY_A}"
@@ -44,8 +47,14 @@ def sealed_models() -> set[type[models.Model]]:
     return found
 
 
+# Key storage, not an account's values: the wrapped data keys, and the canary that proves at
+# start-up that they unwrap.
+KEY_MODELS = {DataKey, KeyCanary}
+
+
 def test_every_sealed_model_is_a_registered_kind():
-    assert sealed_models() == {kind.model for kind in KINDS}
+    assert sealed_models() >= KEY_MODELS
+    assert sealed_models() - KEY_MODELS == {kind.model for kind in KINDS}
     assert {CredentialField, OAuthClient} <= sealed_models()
 
 
@@ -53,8 +62,14 @@ def sealed_key_ids() -> dict[str, set[str]]:
     return {kind.name: set(kind.model.objects.values_list("key_id", flat=True)) for kind in KINDS}
 
 
+def references(*versions: int) -> set[str]:
+    return {
+        key.reference for key in DataKey.objects.filter(account__isnull=False, version__in=versions)
+    }
+
+
 @pytest.mark.django_db
-def test_every_kind_rotates_and_opens_without_the_old_key(alice_api, stand_in, settings):
+def test_every_kind_rotates_and_opens_without_the_old_keys(alice_api, stand_in, settings):
     settings.CREDVAULT_ENCRYPTION_KEYS = OLD
     value = marked("api-key")
     assert alice_api.store("custom", creds(api_key=value)).status_code == 201
@@ -63,16 +78,25 @@ def test_every_kind_rotates_and_opens_without_the_old_key(alice_api, stand_in, s
     token = agent_token(alice_api, "bot")
     webhook = alice_api.raw("POST", "/api/v1/webhooks", '{"url": "https://hooks.example.com/"}')
     assert webhook.status_code == 201, webhook.content
-    assert sealed_key_ids() == {kind.name: {"old"} for kind in KINDS}
+    [first] = references(1)
+    assert sealed_key_ids() == {kind.name: {first} for kind in KINDS}
 
-    settings.CREDVAULT_ENCRYPTION_KEYS = f"{NEW},{OLD}"
     out = StringIO()
     call_command("reencrypt", "--batch-size", "1", stdout=out)
-    assert "3 value(s) to re-seal under key new" in out.getvalue()
+    assert "3 value(s) to seal under new data keys" in out.getvalue()
     assert "done: 3 re-sealed, 0 remaining" in out.getvalue()
-    assert sealed_key_ids() == {kind.name: {"new"} for kind in KINDS}
+    [second] = references(2)
+    assert sealed_key_ids() == {kind.name: {second} for kind in KINDS}
 
+    # The ring key rotates too: the data keys are wrapped again under the new one.
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"{NEW},{OLD}"
+    call_command("rotate_keys", stdout=StringIO())
+    assert set(DataKey.objects.values_list("wrapped_by", flat=True)) == {"local:new"}
+
+    # The first data key shredded, the old ring key dropped: every kind opens.
+    DataKey.objects.filter(version=1, account__isnull=False).delete()
     settings.CREDVAULT_ENCRYPTION_KEYS = NEW
+    data_keys.cache.clear()
     assert Client().get("/readyz").status_code == 200
     # The credential field opens: the agent reads it.
     read = Client().get("/api/v1/agent/credentials/custom", HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -94,7 +118,7 @@ def test_every_kind_rotates_and_opens_without_the_old_key(alice_api, stand_in, s
 def test_readiness_and_check_see_a_kind_sealed_with_a_dropped_key(
     kind, alice_api, stand_in, settings, caplog
 ):
-    settings.CREDVAULT_ENCRYPTION_KEYS = OLD
+    settings.CREDVAULT_ENCRYPTION_KEYS = f"{NEW},{OLD}"
     if kind == "credential field":
         assert alice_api.store("custom", creds(api_key="v1", other="v2")).status_code == 201
         count = 2
@@ -105,15 +129,25 @@ def test_readiness_and_check_see_a_kind_sealed_with_a_dropped_key(
     else:
         assert put_client(alice_api, "github", "secret").status_code == 201
         count = 1
-    settings.CREDVAULT_ENCRYPTION_KEYS = NEW
-
-    assert_problem(Client().get("/readyz"), 503, "service_unavailable")
-    assert f"{count} {kind} value(s) sealed with key ids not in the key ring: old" in caplog.text
+    # Sealed before data keys, directly by the ring key `old`.
+    [sealed] = [one for one in KINDS if one.name == kind]
+    for row in sealed.model.objects.select_related(*sealed.related):
+        reseal_before_data_keys(sealed, row, key=KEY_A, key_id="old")
 
     from django.core.checks import run_checks
 
-    errors = [error for error in run_checks(databases=["default"]) if error.id == "credvault.E016"]
-    assert [error.msg for error in errors] == [
+    def sealed_with_missing_keys() -> list[str]:
+        found = run_checks(databases=["default"])
+        return [error.msg for error in found if error.id == "credvault.E016"]
+
+    # While the ring holds `old`, all is well.
+    assert Client().get("/readyz").status_code == 200
+    assert sealed_with_missing_keys() == []
+
+    settings.CREDVAULT_ENCRYPTION_KEYS = NEW
+    assert_problem(Client().get("/readyz"), 503, "service_unavailable")
+    assert f"{count} {kind} value(s) sealed with key ids not in the key ring: old" in caplog.text
+    assert sealed_with_missing_keys() == [
         f"{count} {kind} value(s) are sealed with key id(s) not in CREDVAULT_ENCRYPTION_KEYS: old."
     ]
 

@@ -13,6 +13,7 @@ real HTTP servers on 127.0.0.1, in tests/support/stand_ins.py.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse, StreamingHttpResponse
@@ -38,7 +40,7 @@ from services.grants import GrantSpec, given_in_list
 from services.keys import envelope
 from services.masking import Secret
 from services.models import Account, AgentToken, ConnectedService
-from services.sealed import OpenedSet
+from services.sealed import OpenedSet, SealedKind
 from tests.support.harness import server_env
 from tests.support.stand_ins import OAuthServer
 
@@ -289,6 +291,24 @@ def opened_set(service: ConnectedService) -> dict[str, str]:
         ).reveal()
         for field in service.fields.all()
     }
+
+
+def seal_before_data_keys(key: str, key_id: str, value: str, place: Place) -> bytes:
+    """`value` as a value sealed before data keys was stored (format 1): sealed directly by a
+    ring key (`key`, base64, named `key_id`), bound to `place` and to that key id."""
+    nonce = os.urandom(12)
+    aad = [1, key_id, place.account_id, place.service, place.key_name, place.generation]
+    associated = json.dumps(aad, separators=(",", ":")).encode("ascii")
+    sealed = AESGCM(base64.b64decode(key)).encrypt(nonce, value.encode(), associated)
+    return bytes([1]) + nonce + sealed
+
+
+def reseal_before_data_keys(kind: SealedKind, row: Any, *, key: str, key_id: str) -> None:
+    """Store `row`'s value of `kind` again as it was stored before data keys: sealed directly
+    by the ring key `key_id`."""
+    value = kind.open(row).reveal()
+    blob = seal_before_data_keys(key, key_id, value, kind.place(row))
+    kind.model._default_manager.filter(pk=row.pk).update(key_id=key_id, **{kind.ciphertext: blob})
 
 
 def store_set(account: Account, service: str, **values: str) -> None:

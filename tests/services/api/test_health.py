@@ -7,8 +7,10 @@ import pytest
 from django.db import OperationalError
 from django.test import Client
 
-from tests.conftest import KEY_B
-from tests.support.helpers import assert_problem, creds
+from services.models import CredentialField
+from services.sealed import CREDENTIAL_FIELDS
+from tests.conftest import KEY_A, KEY_B
+from tests.support.helpers import assert_problem, creds, reseal_before_data_keys
 
 
 class TestHealth:
@@ -26,10 +28,26 @@ class TestHealth:
         assert response.json() == {"status": "ready"}
 
     @pytest.mark.django_db
-    def test_readyz_is_503_when_a_key_in_use_is_missing(self, alice_api, settings):
+    def test_readyz_is_503_when_a_ring_key_that_sealed_a_value_is_missing(
+        self, alice_api, settings
+    ):
+        settings.CREDVAULT_ENCRYPTION_KEYS = f"other:{KEY_B},test-a:{KEY_A}"
         alice_api.store("custom", creds(api_key="v"))
+        # A value sealed before data keys, directly by the ring key `test-a`.
+        field = CredentialField.objects.select_related("connected_service").get()
+        reseal_before_data_keys(CREDENTIAL_FIELDS, field, key=KEY_A, key_id="test-a")
+        assert Client().get("/readyz").status_code == 200
         settings.CREDVAULT_ENCRYPTION_KEYS = f"other:{KEY_B}"
         assert_problem(Client().get("/readyz"), 503, "service_unavailable")
+
+    @pytest.mark.django_db
+    def test_readyz_is_503_when_the_key_that_wraps_the_data_keys_is_missing(
+        self, alice_api, settings
+    ):
+        alice_api.store("custom", creds(api_key="v"))
+        assert Client().get("/readyz").status_code == 200  # the canary, wrapped by test-a
+        settings.CREDVAULT_ENCRYPTION_KEYS = f"other:{KEY_B}"
+        assert_problem(Client().get("/readyz"), 503, "key_manager_unavailable")
 
     @pytest.mark.django_db
     def test_readyz_is_503_when_the_database_is_unreachable(self, monkeypatch):

@@ -53,11 +53,13 @@ VALID = {
     "list_agent_tokens": ["acme"],
     "list_tokens": [],
     "reactivate_account": ["acme"],
+    "migrate_key_manager": [],
     "reencrypt": [],
     "remove_member": ["acme", "person@example.com"],
     "refresh_tokens": [],
     "render_provider_table": [],
     "revoke_token": ["cvt_nothere1"],
+    "rotate_keys": [],
     "verify_audit": [],
 }
 
@@ -93,6 +95,8 @@ BAD_INPUT = [
     ("list_agent_tokens", ["acme", "ghost"], "no agent named 'ghost' in acme"),
     ("list_tokens", ["nobody"], "no account named 'nobody'"),
     ("reactivate_account", ["nobody"], "no account named 'nobody'"),
+    ("migrate_key_manager", ["--batch-size", "0"], "--batch-size must be at least 1"),
+    ("migrate_key_manager", [], "CREDVAULT_KEY_MANAGER is local"),
     ("reencrypt", ["--batch-size", "0"], "--batch-size must be at least 1"),
     ("remove_member", ["nobody", "a@example.com"], "no account named 'nobody'"),
     ("remove_member", ["acme", "a@example.com"], "is not a member of the account acme"),
@@ -101,6 +105,7 @@ BAD_INPUT = [
     ("render_provider_table", ["--nope"], "unrecognized arguments: --nope"),
     ("revoke_token", ["cvt_nothere1"], "no token with prefix 'cvt_nothere1'"),
     ("revoke_token", ["xyz"], "no token with prefix 'xyz': a prefix is cvt_ or cva_"),
+    ("rotate_keys", ["--batch-size", "0"], "--batch-size must be at least 1"),
     ("verify_audit", ["acme", "--expect", "41:9f2c"], "argument --expect: takes SEQ:DIGEST"),
     ("verify_audit", ["--expect", f"1:{'0' * 64}"], "--expect needs the account"),
     ("verify_audit", ["nobody"], "no account named 'nobody'"),
@@ -230,6 +235,7 @@ def test_a_missing_catalog_file_is_one_line(database, tmp_path):
         ("checkpoint_audit", "CREDVAULT_AUDIT_KEYS", "credvault.E010"),
         ("verify_audit", "CREDVAULT_AUDIT_KEYS", "credvault.E010"),
         ("reencrypt", "CREDVAULT_ENCRYPTION_KEYS", "credvault.E002"),
+        ("rotate_keys", "CREDVAULT_ENCRYPTION_KEYS", "credvault.E002"),
     ],
 )
 def test_a_bad_key_setting_is_one_line(database, command, setting, message):
