@@ -317,13 +317,12 @@ def cached_data_keys():
 KEY_MANAGERS = ("local", "aws-kms", "pkcs11")
 
 
-@pytest.fixture(params=KEY_MANAGERS)
-def each_key_manager(request, settings, monkeypatch) -> Iterator[str]:
-    """The test once under each key manager: the local ring, moto's KMS server and a SoftHSM2
-    token, real processes and libraries (tests/support/key_managers.py)."""
+def use_key_manager(request, settings, monkeypatch, name: str) -> None:
+    """Configure the key manager `name` for the rest of the test: the local ring, moto's KMS
+    server or a SoftHSM2 token, real processes and libraries (tests/support/key_managers.py).
+    The ring stays given (the old ring, under another manager)."""
     from services.keys import managers
 
-    name = request.param
     if name == "aws-kms":
         kms = request.getfixturevalue("moto_kms")
         for variable, value in kms.env.items():
@@ -338,6 +337,11 @@ def each_key_manager(request, settings, monkeypatch) -> Iterator[str]:
     settings.CREDVAULT_KEY_MANAGER = name
     managers._built.cache_clear()
     data_keys.cache.clear()
-    yield name
-    managers._built.cache_clear()
-    data_keys.cache.clear()
+    request.addfinalizer(managers._built.cache_clear)
+
+
+@pytest.fixture(params=KEY_MANAGERS)
+def each_key_manager(request, settings, monkeypatch) -> str:
+    """The test once under each key manager (`use_key_manager`)."""
+    use_key_manager(request, settings, monkeypatch, request.param)
+    return request.param

@@ -35,6 +35,7 @@ class TestList:
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("each_key_manager")
 class TestStore:
     def test_new_service_is_201_with_its_state(self, alice_api, alice):
         response = alice_api.store(" GitHub ", creds(api_key="ghp_value"))

@@ -55,6 +55,7 @@ def client_secret(alice_api):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("each_key_manager")
 class TestClients:
     def test_the_secret_is_sealed_and_never_returned(self, alice_api, stand_in):
         secret = marked("client-secret")

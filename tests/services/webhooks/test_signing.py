@@ -15,7 +15,8 @@ from services.models import WebhookSecret
 from services.webhooks.worker import deliver_due
 from tests.services.webhooks.conftest import create_webhook
 
-pytestmark = pytest.mark.django_db
+# A signing secret is sealed by its account's data key: under each key manager.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("each_key_manager")]
 
 
 def verify_both(secret: str, received) -> dict:
