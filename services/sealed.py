@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.db.models import Model, QuerySet
 
-from services.crypto import Place, key_ring
+from services.crypto import Place, key_ring, seal_value
 from services.keys import envelope
 from services.keys.data_keys import REFERENCE_HEAD
 from services.keys.managers import LOCAL
@@ -186,9 +186,15 @@ class SealedField(Protocol):
 def seal_set(
     *, account_id: int, service: str, generation: int, fields: OpenedSet
 ) -> list[FieldRow]:
-    """A set's values sealed for its place: (keyName, key id, ciphertext) each."""
+    """A set's values sealed for its place: (keyName, key id, ciphertext) each, all by the
+    account's data key of the moment (asked for once: an account's first set creates it)."""
+    reference, cipher = envelope.sealing_key(account_id)
     return [
-        (key_name, *envelope.seal(value, Place(account_id, service, key_name, generation)))
+        (
+            key_name,
+            reference,
+            seal_value(cipher, reference, value, Place(account_id, service, key_name, generation)),
+        )
         for key_name, value in fields
     ]
 

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from services.crypto import (
     RING_FORMAT,
     DecryptionError,
@@ -44,10 +46,16 @@ def with_key_manager(work: Callable[[], T]) -> T:
         raise KeyManagerUnavailable() from exc
 
 
+def sealing_key(account_id: int) -> tuple[str, AESGCM]:
+    """The reference and key that seal the account's values now (its newest data key, created
+    with its first value): fetched once for a set of values."""
+    return with_key_manager(lambda: data_keys.current_key(account_id))
+
+
 def seal(value: Secret, place: Place) -> tuple[str, bytes]:
     """`value` sealed for `place` by its account's data key: (the key's reference, the stored
     bytes)."""
-    reference, cipher = with_key_manager(lambda: data_keys.current_key(place.account_id))
+    reference, cipher = sealing_key(place.account_id)
     return reference, seal_value(cipher, reference, value, place)
 
 

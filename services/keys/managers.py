@@ -358,13 +358,18 @@ class Pkcs11KeyManager(KeyManager):
     def unwrap(self, wrapped_by: str, wrapped: bytes, *, context: Context) -> bytes:
         from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
 
-        if wrapped_by != self.current():
+        token, _, label = wrapped_by.removeprefix(f"{PKCS11}:").partition("/")
+        if not self.owns(wrapped_by) or token != self.token_label or not label:
             raise KeyManagerError(
-                f"a data key is wrapped by {wrapped_by!r}, not by the configured PKCS#11 key"
+                f"a data key is wrapped by {wrapped_by!r}, not by a key of the PKCS#11 token "
+                f"{self.token_label!r}"
             )
 
         def work(kek: Any) -> bytes:
-            plain = kek.unwrap_key(
+            # A key wrapped under an earlier label of the token (before `rotate_keys`) is
+            # unwrapped by that key, while the token holds it.
+            unwrapping = kek if label == self.key_label else self._other_key(label)
+            plain = unwrapping.unwrap_key(
                 ObjectClass.SECRET_KEY,
                 KeyType.AES,
                 wrapped,
@@ -378,6 +383,18 @@ class Pkcs11KeyManager(KeyManager):
                 plain.destroy()
 
         return self._run("unwrap", work)
+
+    def _other_key(self, label: str) -> Any:
+        from pkcs11 import KeyType
+        from pkcs11 import exceptions as errors
+
+        try:
+            return self._session.get_key(label=label, key_type=KeyType.AES)
+        except errors.NoSuchKey:
+            raise KeyManagerError(
+                f"the token {self.token_label!r} no longer has the AES key {label!r} that "
+                "wrapped a data key"
+            ) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,17 +3,21 @@ SoftHSM2 token (tests/support/key_managers.py). An outage is the KMS process sto
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 import time
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from services.crypto import DecryptionError, Place
 from services.keys import data_keys, envelope, managers
 from services.masking import Secret
 from services.models import Account, ConnectedService, CredentialField, DataKey
+from tests.conftest import use_key_manager
 from tests.support.harness import server_env
 from tests.support.helpers import (
     agent_token,
@@ -266,3 +270,43 @@ class TestBadInput:
         bogus.write_text("not a library")
         result = _check(tmp_path, **self._pkcs11(softhsm, CREDVAULT_PKCS11_MODULE=str(bogus)))
         _one_line(result, "credvault.E031", "does not load")
+
+
+class TestRotation:
+    """`rotate_keys` under a key manager: a new KMS key or a new HSM key label wraps every data
+    key, one key-manager call per data key (AWS KMS's ReEncrypt; the HSM's unwrap and wrap), and
+    every value still opens."""
+
+    @pytest.mark.parametrize("manager", ["aws-kms", "pkcs11"])
+    def test_rotate_keys_moves_every_data_key_to_the_new_key(
+        self, request, settings, monkeypatch, alice_api, bob_api, manager
+    ):
+        use_key_manager(request, settings, monkeypatch, manager)
+        secrets_ = {}
+        for api, name in ((alice_api, "alice"), (bob_api, "bob")):
+            secrets_[name] = marked(name)
+            assert api.store("github", creds(api_key=secrets_[name])).status_code == 201
+        old = managers.key_manager().current()
+        if manager == "aws-kms":
+            kms = request.getfixturevalue("moto_kms")
+            settings.CREDVAULT_KMS_KEY_ID = kms.create_key()
+        else:
+            hsm = request.getfixturevalue("softhsm")
+            label = f"credvault-kek-{secrets.token_hex(4)}"
+            hsm.generate_key(label)
+            settings.CREDVAULT_PKCS11_KEY_LABEL = label
+        managers._built.cache_clear()
+        new = managers.key_manager().current()
+        assert new != old
+        assert set(DataKey.objects.values_list("wrapped_by", flat=True)) == {old}
+
+        out = StringIO()
+        call_command("rotate_keys", stdout=out)
+        calls_per_key = 1 if manager == "aws-kms" else 2
+        assert out.getvalue().splitlines()[-1] == (
+            f"done: 2 data key(s) rewrapped under {new}, {2 * calls_per_key} key-manager call(s)"
+        )
+        assert set(DataKey.objects.values_list("wrapped_by", flat=True)) == {new}
+        data_keys.cache.clear()
+        for service in ConnectedService.objects.all():
+            assert opened_set(service) == {"api_key": secrets_[service.account.name]}

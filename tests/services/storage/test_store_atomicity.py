@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from services.keys import envelope
+from services import sealed
 from services.models import ConnectedService, CredentialField
 from services.storage import queries
 from tests.support.helpers import Api, assert_problem, creds, opened_set
@@ -33,16 +33,16 @@ class TestFaults:
         return snapshot()
 
     def _fail_on_seal(self, monkeypatch, call_number: int) -> None:
-        real = envelope.seal
+        real = sealed.seal_value
         calls = {"n": 0}
 
-        def seal(value, place):
+        def seal(cipher, key_id, value, place):
             calls["n"] += 1
             if calls["n"] == call_number:
                 raise RuntimeError("injected fault")
-            return real(value, place)
+            return real(cipher, key_id, value, place)
 
-        monkeypatch.setattr(envelope, "seal", seal)
+        monkeypatch.setattr(sealed, "seal_value", seal)
 
     def test_fault_after_the_service_row_is_locked(self, alice_api, earlier, monkeypatch):
         # The first seal of a replacement runs once the service's row is locked and read.
