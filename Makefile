@@ -9,6 +9,8 @@ SLOW_SECONDS ?= 10
 # The slow calls of `make slow-clients`: the test operation, or brokered calls (proxy).
 SLOW_VIA ?= test
 BENCH_ARGS ?=
+# The key managers `make bench` compares (scripts/bench_key_managers.py).
+KEY_MANAGERS ?= local,aws-kms,pkcs11
 # Where `make run` serves; gunicorn.conf.py reads it too.
 CREDVAULT_BIND ?= 127.0.0.1:8000
 export CREDVAULT_BIND
@@ -92,13 +94,16 @@ slow-clients: setup
 # against each backend's targets (TARGETS in scripts/bench.py), and the agent read of 16 agents
 # of one account beside that of 16 accounts (docs/performance.md). BENCH_ARGS passes options, e.g.
 # "--rounds 1 --seconds 2" for a short run. Uses wrk from the system's packages, installing it
-# where it can, else a Python load generator.
-bench: setup
+# where it can, else a Python load generator. Then the store and the agent read under each key
+# manager of KEY_MANAGERS side by side, their calls per 1,000 reads and rotate_keys's work
+# (scripts/bench_key_managers.py).
+bench: setup softhsm2
 	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 		&& (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null 2>&1; } \
 		|| echo "wrk is not installed: the Python load generator is used"
 	$(PY) -m scripts.bench $(BENCH_ARGS)
 	$(PY) -m scripts.bench_proxy
+	$(PY) -m scripts.bench_key_managers --key-manager $(KEY_MANAGERS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
