@@ -26,7 +26,7 @@ from services.keys import envelope
 from services.keys.data_keys import REFERENCE_HEAD
 from services.keys.managers import LOCAL
 from services.masking import Secret
-from services.models import CredentialField, OAuthClient, WebhookSecret
+from services.models import CredentialField, DataKey, OAuthClient, WebhookSecret
 from services.storage.dialects import FieldRow
 
 # A webhook secret's keyName, beside its endpoint's id (never a service identifier: `wh_`).
@@ -114,6 +114,10 @@ WEBHOOK_SECRETS = SealedKind(
 KINDS: tuple[SealedKind, ...] = (CREDENTIAL_FIELDS, OAUTH_CLIENT_SECRETS, WEBHOOK_SECRETS)
 
 
+# How a data key wrapped by a key of the ring names it: `local:<key id>`.
+RING_WRAPPED = f"{LOCAL}:"
+
+
 def ring_ids() -> frozenset[str]:
     """The key ids of CREDVAULT_ENCRYPTION_KEYS (none when it is not given under another key
     manager); KeyRingError when it is malformed."""
@@ -124,14 +128,23 @@ def ring_ids() -> frozenset[str]:
 
 def outside_ring(key_ids: frozenset[str]) -> dict[str, tuple[int, list[str]]]:
     """Per kind with any: how many values sealed before data keys name key ids not in
-    `key_ids`, and those ids. One probe per kind; the counts are read only where the probe
-    finds some."""
+    `key_ids`, and those ids; and the data keys wrapped by a ring key not in `key_ids`. One
+    probe per kind; the counts are read only where the probe finds some."""
     found = {}
     for kind in KINDS:
         rows = kind.outside(key_ids)
         if rows.exists():
             ids = sorted(set(rows.values_list("key_id", flat=True)))
             found[kind.name] = (rows.count(), ids)
+    # Data keys the ring wraps are sealed by a ring key too: one it must still hold.
+    keys = DataKey.objects.filter(wrapped_by__startswith=RING_WRAPPED).exclude(
+        wrapped_by__in=[f"{RING_WRAPPED}{key_id}" for key_id in key_ids]
+    )
+    if keys.exists():
+        ids = sorted(
+            {by.removeprefix(RING_WRAPPED) for by in keys.values_list("wrapped_by", flat=True)}
+        )
+        found["data key"] = (keys.count(), ids)
     return found
 
 

@@ -7,6 +7,7 @@ import pytest
 from django.db import OperationalError
 from django.test import Client
 
+from services.checks import check_sealed_keys
 from services.models import CredentialField
 from services.sealed import CREDENTIAL_FIELDS
 from tests.conftest import KEY_A, KEY_B
@@ -47,7 +48,12 @@ class TestHealth:
         alice_api.store("custom", creds(api_key="v"))
         assert Client().get("/readyz").status_code == 200  # the canary, wrapped by test-a
         settings.CREDVAULT_ENCRYPTION_KEYS = f"other:{KEY_B}"
-        assert_problem(Client().get("/readyz"), 503, "key_manager_unavailable")
+        # Alice's data key and the canary's are wrapped by test-a, which the ring lacks.
+        problem = assert_problem(Client().get("/readyz"), 503, "service_unavailable")
+        assert problem["detail"] == "Stored values are sealed with keys missing from the key ring."
+        errors = check_sealed_keys(None, databases=["default"])
+        assert [error.id for error in errors] == ["credvault.E016"]
+        assert errors[0].msg.startswith("2 data key value(s) are sealed with key id(s) not in")
 
     @pytest.mark.django_db
     def test_readyz_is_503_when_the_database_is_unreachable(self, monkeypatch):
