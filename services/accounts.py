@@ -1,4 +1,5 @@
 """Accounts and their API tokens: create, (de)activate; issue, revoke and expire tokens.
+(Deleting an account is services/account_deletion.py.)
 
 The changes an operator makes (with a command or in the admin) are audited to the account
 they touch, with the actor `cli` or `admin` (services/audit.py)."""
@@ -36,6 +37,12 @@ def create_account(*, name: str) -> Account:
         with transaction.atomic():
             return Account.objects.create(name=normalized)
     except IntegrityError:
+        existing = Account.objects.filter(name=normalized).first()
+        if existing is not None and existing.deleted_at is not None:
+            raise AccountError(
+                f"account {normalized!r} exists already: it was deleted on "
+                f"{deleted_on(existing)} and its name stays taken by its audit chain"
+            ) from None
         raise AccountError(f"account {normalized!r} exists already") from None
 
 
@@ -74,8 +81,22 @@ def create_token(model: type[BearerToken], kind: str, **fields: object) -> Issue
     raise AccountError("could not draw a unique token; try again")
 
 
+def deleted_on(account: Account) -> str:
+    return f"{account.deleted_at:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def refuse_if_deleted(account: Account) -> None:
+    """A deleted account gets nothing new: no token, agent, member or value."""
+    if account.deleted_at is not None:
+        raise AccountError(
+            f"account {account.name!r} was deleted on {deleted_on(account)}; "
+            "only its audit chain is left"
+        )
+
+
 def refuse_if_deactivated(account: Account) -> None:
     """A deactivated account gets no new token, of either kind: it could not be used."""
+    refuse_if_deleted(account)
     if not account.is_active:
         raise AccountError(f"account {account.name!r} is deactivated; reactivate it first")
 
@@ -165,8 +186,16 @@ def expire_token(*, prefix: str, expires_in: timedelta, staff: str = "") -> Bear
 
 def set_account_active(*, account: Account, active: bool, staff: str = "") -> bool:
     """Deactivate an account (every token of it is refused from its next request) or
-    reactivate it. Audited when it changes anything; whether it did."""
+    reactivate it. Audited when it changes anything; whether it did. A deleted account is
+    not reactivated (AccountError): it has nothing left to use."""
     with account_transaction(account.pk):
+        if active:
+            account.refresh_from_db(fields=["deleted_at"])
+            if account.deleted_at is not None:
+                raise AccountError(
+                    f"account {account.name!r} was deleted on {deleted_on(account)}; "
+                    "a deleted account cannot be reactivated"
+                )
         changed = Account.objects.filter(pk=account.pk, is_active=not active).update(
             is_active=active
         )

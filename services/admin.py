@@ -161,10 +161,14 @@ class AccountAdmin(ReadOnlyAdmin):
     @admin.action(description="Activate the selected accounts")
     def activate(self, request: HttpRequest, queryset: QuerySet[Account]) -> None:
         staff = request.user.get_username()
+        # A deleted account is not reactivated: it has nothing left to use.
+        deleted = queryset.filter(deleted_at__isnull=False).count()
         count = sum(
-            set_account_active(account=account, active=True, staff=staff) for account in queryset
+            set_account_active(account=account, active=True, staff=staff)
+            for account in queryset.filter(deleted_at__isnull=True)
         )
-        self.message_user(request, f"Activated {count} account(s).")
+        skipped = f" {deleted} deleted account(s) left as they are." if deleted else ""
+        self.message_user(request, f"Activated {count} account(s).{skipped}")
 
 
 class TokenAdmin(ReadOnlyAdmin):

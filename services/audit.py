@@ -111,6 +111,7 @@ class Operation(Enum):
     EXPIRE_TOKEN = (AuditAction.TOKENS_EXPIRE, 200)
     DEACTIVATE_ACCOUNT = (AuditAction.ACCOUNTS_DEACTIVATE, 200)
     REACTIVATE_ACCOUNT = (AuditAction.ACCOUNTS_REACTIVATE, 200)
+    DELETE_ACCOUNT = (AuditAction.ACCOUNTS_DELETE, 204)
     REENCRYPT = (AuditAction.KEYS_REENCRYPT, 200)
     # Consent (services/consent/): a call's approval asked for, decided, expired or used; an
     # agent's access request made or decided; members added, removed, signed in.

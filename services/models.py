@@ -317,6 +317,7 @@ class AuditAction(models.TextChoices):
     TOKENS_EXPIRE = "tokens.expire", "tokens.expire"
     ACCOUNTS_DEACTIVATE = "accounts.deactivate", "accounts.deactivate"
     ACCOUNTS_REACTIVATE = "accounts.reactivate", "accounts.reactivate"
+    ACCOUNTS_DELETE = "accounts.delete", "accounts.delete"
     KEYS_REENCRYPT = "keys.reencrypt", "keys.reencrypt"
     # OAuth.
     OAUTH_CLIENTS_PUT = "oauth_clients.put", "oauth_clients.put"

@@ -5,7 +5,7 @@ from datetime import datetime
 from django.core.management.base import CommandError
 
 from providers.identifiers import SERVICE_RULE
-from services.accounts import get_account
+from services.accounts import get_account, refuse_if_deleted
 from services.agents import put_agent
 from services.audit import Actor
 from services.exceptions import AccountError, InvalidIdentifier
@@ -154,6 +154,7 @@ class Command(CredvaultCommand):
                 raise CommandError(f"--approve {_rule_text(rule)!r}: {error['message']}")
         try:
             owner = get_account(name=account)
+            refuse_if_deleted(owner)
             services = sorted({service_identifier(s) for s in service})
             grants = [
                 replace(grant, expires_at=expires_at, approve=tuple(approve))

@@ -1,6 +1,6 @@
 from django.core.management.base import CommandError, CommandParser
 
-from services.accounts import get_account
+from services.accounts import get_account, refuse_if_deleted
 from services.exceptions import AccountError
 from services.management.base import CredvaultCommand
 from services.members import LINK_HOURS, MAX_LINK_HOURS, MemberError, create_member
@@ -33,6 +33,7 @@ class Command(CredvaultCommand):
             )
         try:
             owner = get_account(name=account)
+            refuse_if_deleted(owner)
             link = create_member(account=owner, email=email, expires_in_hours=expires_in)
         except (AccountError, MemberError) as exc:
             raise CommandError(str(exc)) from None

@@ -18,8 +18,8 @@ class Command(CredvaultCommand):
     def handle(self, *args, account: str, **options) -> None:
         try:
             owner = get_account(name=account)
+            changed = set_account_active(account=owner, active=self.active)
         except AccountError as exc:
             raise CommandError(str(exc)) from None
-        changed = set_account_active(account=owner, active=self.active)
         state = "active" if self.active else "deactivated"
         self.stdout.write(f"{owner.name} is {state}" + ("" if changed else " already"))
