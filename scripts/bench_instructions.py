@@ -68,6 +68,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -99,6 +100,8 @@ LATER_THAN_THE_RUN = str(10**9)  # seconds
 # Each run's environment is longer than the last one's by this many characters, which moves
 # the process's memory (the stack first, the environment being on it): see the module.
 LAYOUT_VARIABLE, LAYOUT_STEP = "BENCH_INSTRUCTIONS_LAYOUT", 37
+# A JSON object of further settings for the server's environment (a key manager's).
+EXTRA_SETTINGS = "BENCH_INSTRUCTIONS_SETTINGS"
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,8 @@ def environment(database: Path, upstream: str | None) -> dict[str, str]:
         CREDVAULT_AUDIT_CHECKPOINT_SECONDS=LATER_THAN_THE_RUN,
         PYTHONHASHSEED="0",  # the same hashes, and so the same dict probes, in every run
         **(brokered if upstream else {}),
+        # Settings of the run's caller (scripts/bench_key_managers.py: a key manager's).
+        **json.loads(os.environ.get(EXTRA_SETTINGS, "{}")),
     )
 
 
