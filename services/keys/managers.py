@@ -358,12 +358,7 @@ class Pkcs11KeyManager(KeyManager):
     def unwrap(self, wrapped_by: str, wrapped: bytes, *, context: Context) -> bytes:
         from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
 
-        token, _, label = wrapped_by.removeprefix(f"{PKCS11}:").partition("/")
-        if not self.owns(wrapped_by) or token != self.token_label or not label:
-            raise KeyManagerError(
-                f"a data key is wrapped by {wrapped_by!r}, not by a key of the PKCS#11 token "
-                f"{self.token_label!r}"
-            )
+        label = self._label_of(wrapped_by)
 
         def work(kek: Any) -> bytes:
             # A key wrapped under an earlier label of the token (before `rotate_keys`) is
@@ -383,6 +378,40 @@ class Pkcs11KeyManager(KeyManager):
                 plain.destroy()
 
         return self._run("unwrap", work)
+
+    def rewrap(self, wrapped_by: str, wrapped: bytes, *, context: Context) -> tuple[str, bytes]:
+        """One call on the token: the key is unwrapped into a session object by the key that
+        wrapped it and wrapped by the current key, never leaving the token in between."""
+        from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
+
+        label = self._label_of(wrapped_by)
+
+        def work(kek: Any) -> bytes:
+            unwrapping = kek if label == self.key_label else self._other_key(label)
+            inside = unwrapping.unwrap_key(
+                ObjectClass.SECRET_KEY,
+                KeyType.AES,
+                wrapped,
+                mechanism=Mechanism.AES_KEY_WRAP_PAD,
+                store=False,
+                template={Attribute.EXTRACTABLE: True},
+            )
+            try:
+                return bytes(kek.wrap_key(inside, mechanism=Mechanism.AES_KEY_WRAP_PAD))
+            finally:
+                inside.destroy()
+
+        return self.current(), self._run("rewrap", work)
+
+    def _label_of(self, wrapped_by: str) -> str:
+        """The label of the token's key that wrapped a key (`pkcs11:TOKEN/LABEL`)."""
+        token, _, label = wrapped_by.removeprefix(f"{PKCS11}:").partition("/")
+        if not self.owns(wrapped_by) or token != self.token_label or not label:
+            raise KeyManagerError(
+                f"a data key is wrapped by {wrapped_by!r}, not by a key of the PKCS#11 token "
+                f"{self.token_label!r}"
+            )
+        return label
 
     def _other_key(self, label: str) -> Any:
         from pkcs11 import KeyType
