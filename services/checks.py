@@ -29,10 +29,10 @@ from services.keys import canary
 from services.keys.managers import (
     LOCAL,
     KeyManagerError,
-    Pkcs11KeyManager,
     build,
     configuration,
     key_manager,
+    settings_problem,
 )
 from services.keys.rewrapping import wrapped_elsewhere
 from services.management.base import manage_command
@@ -102,16 +102,13 @@ def check_key_manager_settings(app_configs, **kwargs):
     """The chosen key manager's settings are all given, and its PIN file is readable."""
     if settings.CREDVAULT_KEY_MANAGER == LOCAL:
         return []
-    try:
-        manager = build(configuration())
-        if isinstance(manager, Pkcs11KeyManager):
-            manager.read_pin()
-    except KeyManagerError as exc:
+    unusable = settings_problem()
+    if unusable is not None:
         return [
             Error(
-                f"{exc}.",
+                f"{unusable}.",
                 hint="docs/key-managers.md says what each key manager needs.",
-                id="credvault.E029",
+                id=canary.SETTINGS,
             )
         ]
     return []

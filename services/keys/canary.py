@@ -13,6 +13,7 @@ from services.keys.managers import (
     KeyManagerError,
     KeyManagerUnreachable,
     key_manager,
+    settings_problem,
     wrapping_context,
 )
 from services.masking import Secret
@@ -23,6 +24,7 @@ CANARY_PLACE = Place(0, "canary", "key-canary", 0)
 CANARY_ROW = "the key canary"
 
 # The check ids that name the cause (services/checks.py reports them).
+SETTINGS = "credvault.E029"
 UNREACHABLE = "credvault.E030"
 REFUSED = "credvault.E031"
 WRONG_KEY = "credvault.E032"
@@ -51,6 +53,9 @@ def open_canary(*, fresh: bool) -> None:
 
 def problem(*, fresh: bool = True) -> tuple[str, str] | None:
     """(check id, one line) of what stops the canary from opening, or None."""
+    unusable = settings_problem()
+    if unusable is not None:
+        return SETTINGS, f"the key manager's settings: {unusable}"
     try:
         open_canary(fresh=fresh)
     except KeyManagerUnreachable as exc:

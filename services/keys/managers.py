@@ -475,6 +475,18 @@ def key_manager() -> KeyManager:
     return _built(configuration())
 
 
+def settings_problem() -> KeyManagerError | None:
+    """Why the chosen key manager's settings cannot work (one is missing, the PIN file cannot
+    be read), or None; what the manager itself answers is not asked."""
+    try:
+        manager = key_manager()
+        if isinstance(manager, Pkcs11KeyManager):
+            manager.read_pin()
+    except KeyManagerError as exc:
+        return exc
+    return None
+
+
 def ring_manager() -> LocalKeyManager | None:
     """The `local` manager of CREDVAULT_ENCRYPTION_KEYS when the ring is given (under another
     manager: the old ring, still given while `migrate_key_manager` moves its keys), else
