@@ -294,14 +294,7 @@ def cached_data_keys():
 
     def cache_them() -> None:
         data_keys.forget_uncommitted()
-        for row in DataKey.objects.all():
-            data_keys.cache.put(
-                row.reference,
-                data_keys.unwrap(row),
-                account_id=row.account_id,
-                current=False,
-                used=False,
-            )
+        # Oldest first: each account's newest version is the current one.
         for row in DataKey.objects.order_by("account_id", "version"):
             data_keys.cache.put(
                 row.reference,

@@ -356,22 +356,12 @@ class Pkcs11KeyManager(KeyManager):
         return self.current(), self._run("wrap", work)
 
     def unwrap(self, wrapped_by: str, wrapped: bytes, *, context: Context) -> bytes:
-        from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
+        from pkcs11 import Attribute
 
         label = self._label_of(wrapped_by)
 
         def work(kek: Any) -> bytes:
-            # A key wrapped under an earlier label of the token (before `rotate_keys`) is
-            # unwrapped by that key, while the token holds it.
-            unwrapping = kek if label == self.key_label else self._other_key(label)
-            plain = unwrapping.unwrap_key(
-                ObjectClass.SECRET_KEY,
-                KeyType.AES,
-                wrapped,
-                mechanism=Mechanism.AES_KEY_WRAP_PAD,
-                store=False,
-                template={Attribute.SENSITIVE: False, Attribute.EXTRACTABLE: True},
-            )
+            plain = self._unwrapped(kek, label, wrapped, readable=True)
             try:
                 return bytes(plain[Attribute.VALUE])
             finally:
@@ -382,26 +372,37 @@ class Pkcs11KeyManager(KeyManager):
     def rewrap(self, wrapped_by: str, wrapped: bytes, *, context: Context) -> tuple[str, bytes]:
         """One call on the token: the key is unwrapped into a session object by the key that
         wrapped it and wrapped by the current key, never leaving the token in between."""
-        from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
+        from pkcs11 import Mechanism
 
         label = self._label_of(wrapped_by)
 
         def work(kek: Any) -> bytes:
-            unwrapping = kek if label == self.key_label else self._other_key(label)
-            inside = unwrapping.unwrap_key(
-                ObjectClass.SECRET_KEY,
-                KeyType.AES,
-                wrapped,
-                mechanism=Mechanism.AES_KEY_WRAP_PAD,
-                store=False,
-                template={Attribute.EXTRACTABLE: True},
-            )
+            inside = self._unwrapped(kek, label, wrapped, readable=False)
             try:
                 return bytes(kek.wrap_key(inside, mechanism=Mechanism.AES_KEY_WRAP_PAD))
             finally:
                 inside.destroy()
 
         return self.current(), self._run("rewrap", work)
+
+    def _unwrapped(self, kek: Any, label: str, wrapped: bytes, *, readable: bool) -> Any:
+        """A session object of the key `wrapped` holds, unwrapped by the token's key `label`
+        (a key wrapped under an earlier label, before `rotate_keys`, by that key while the
+        token holds it); `readable`: its value can be read out, else it can only be wrapped."""
+        from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
+
+        unwrapping = kek if label == self.key_label else self._other_key(label)
+        template = {Attribute.EXTRACTABLE: True}
+        if readable:
+            template[Attribute.SENSITIVE] = False
+        return unwrapping.unwrap_key(
+            ObjectClass.SECRET_KEY,
+            KeyType.AES,
+            wrapped,
+            mechanism=Mechanism.AES_KEY_WRAP_PAD,
+            store=False,
+            template=template,
+        )
 
     def _label_of(self, wrapped_by: str) -> str:
         """The label of the token's key that wrapped a key (`pkcs11:TOKEN/LABEL`)."""

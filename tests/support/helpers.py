@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -477,3 +479,23 @@ def served_env(provider_urls: dict[str, str], **settings: str) -> dict[str, str]
         CREDVAULT_PROVIDER_BASE_URLS=json.dumps(provider_urls),
         **settings,
     )
+
+
+@contextmanager
+def killed_at_the_second_batch(monkeypatch, module: Any, name: str) -> Iterator[None]:
+    """`module.name`, a command's batch function, raising KeyboardInterrupt at its second
+    call (a command killed in the middle) within the block, and itself again after it."""
+    real = getattr(module, name)
+    batches = {"n": 0}
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        batches["n"] += 1
+        if batches["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, killed)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(module, name, real)

@@ -15,7 +15,7 @@ from services.keys import data_keys
 from services.models import DataKey
 from services.sealed import KINDS
 from tests.conftest import KEY_A, KEY_B
-from tests.support.helpers import creds, marked, put_client
+from tests.support.helpers import creds, killed_at_the_second_batch, marked, put_client
 
 OLD = f"old:{KEY_A}"
 NEW = f"new:{KEY_B}"
@@ -97,26 +97,17 @@ def test_rotate_keys_is_resumable(alice_api, bob_api, settings, monkeypatch):
         assert api.store("custom", creds(api_key=marked())).status_code == 201
     settings.CREDVAULT_ENCRYPTION_KEYS = f"{NEW},{OLD}"
 
-    from services.keys import rewrapping
     from services.management.commands import rotate_keys
 
-    real = rewrapping.rewrap_batch
-    batches = {"n": 0}
-
-    def killed_at_the_second_batch(**kwargs):
-        batches["n"] += 1
-        if batches["n"] == 2:
-            raise KeyboardInterrupt
-        return real(**kwargs)
-
-    monkeypatch.setattr(rotate_keys, "rewrap_batch", killed_at_the_second_batch)
-    with pytest.raises(KeyboardInterrupt):
+    with (
+        killed_at_the_second_batch(monkeypatch, rotate_keys, "rewrap_batch"),
+        pytest.raises(KeyboardInterrupt),
+    ):
         call_command("rotate_keys", "--batch-size", "1", stdout=StringIO())
     assert sorted(DataKey.objects.values_list("wrapped_by", flat=True)) == [
         "local:new",
         "local:old",
     ]
-    monkeypatch.setattr(rotate_keys, "rewrap_batch", real)
     out = StringIO()
     call_command("rotate_keys", "--batch-size", "1", stdout=out)
     assert "done: 1 data key(s) rewrapped under local:new" in out.getvalue()

@@ -18,7 +18,13 @@ from services.models import Account, DataKey
 from services.sealed import KINDS
 from services.webhooks.endpoints import create_endpoint
 from tests.conftest import KEY_A, TEST_KEYS, use_key_manager
-from tests.support.helpers import creds, marked, put_client, reseal_before_data_keys
+from tests.support.helpers import (
+    creds,
+    killed_at_the_second_batch,
+    marked,
+    put_client,
+    reseal_before_data_keys,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -58,19 +64,11 @@ def test_a_database_of_the_ring_moves_to_a_key_manager(
     assert all("local:" in w for w in warnings)
 
     # Killed in the middle of its second step, then run again: it continues.
-    real = migrate_key_manager.reseal_ring_batch
-    batches = {"n": 0}
-
-    def killed(**kwargs):
-        batches["n"] += 1
-        if batches["n"] == 2:
-            raise KeyboardInterrupt
-        return real(**kwargs)
-
-    monkeypatch.setattr(migrate_key_manager, "reseal_ring_batch", killed)
-    with pytest.raises(KeyboardInterrupt):
+    with (
+        killed_at_the_second_batch(monkeypatch, migrate_key_manager, "reseal_ring_batch"),
+        pytest.raises(KeyboardInterrupt),
+    ):
         call_command("migrate_key_manager", "--batch-size", "1", stdout=StringIO())
-    monkeypatch.setattr(migrate_key_manager, "reseal_ring_batch", real)
     out = StringIO()
     call_command("migrate_key_manager", "--batch-size", "1", stdout=out)
     assert out.getvalue().splitlines()[-1].endswith("; the old ring can be removed")
