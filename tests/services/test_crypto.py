@@ -29,6 +29,7 @@ from tests.conftest import KEY_A, KEY_B
 from tests.support.helpers import (
     creds,
     marked,
+    opened_values,
     put_client,
     reseal_before_data_keys,
     seal_before_data_keys,
@@ -285,15 +286,6 @@ def versions() -> dict[str, list[int]]:
             .values_list("version", flat=True)
         )
         for account in Account.objects.all()
-    }
-
-
-def opened_values() -> dict[tuple[str, int], str]:
-    data_keys.cache.clear()
-    return {
-        (kind.name, row.pk): kind.open(row).reveal()
-        for kind in KINDS
-        for row in kind.model._default_manager.select_related(*kind.related)
     }
 
 

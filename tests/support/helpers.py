@@ -499,3 +499,17 @@ def killed_at_the_second_batch(monkeypatch, module: Any, name: str) -> Iterator[
         yield
     finally:
         monkeypatch.setattr(module, name, real)
+
+
+def opened_values() -> dict[tuple[str, str | int], str]:
+    """Every stored value of every sealed kind, opened afresh (the cache of data keys
+    emptied first): {(kind, row id): value}."""
+    from services.keys import data_keys
+    from services.sealed import KINDS
+
+    data_keys.cache.clear()
+    return {
+        (kind.name, row.pk): kind.open(row).reveal()
+        for kind in KINDS
+        for row in kind.model._default_manager.select_related(*kind.related)
+    }

@@ -11,11 +11,16 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from services.checks import check_key_manager
-from services.keys import data_keys
 from services.models import DataKey
 from services.sealed import KINDS
 from tests.conftest import KEY_A, KEY_B
-from tests.support.helpers import creds, killed_at_the_second_batch, marked, put_client
+from tests.support.helpers import (
+    creds,
+    killed_at_the_second_batch,
+    marked,
+    opened_values,
+    put_client,
+)
 
 OLD = f"old:{KEY_A}"
 NEW = f"new:{KEY_B}"
@@ -27,15 +32,6 @@ def rewrap_warnings() -> list[str]:
         for issue in check_key_manager(None, databases=["default"])
         if issue.id == "credvault.W033"
     ]
-
-
-def opened_values() -> dict[tuple[str, int], str]:
-    data_keys.cache.clear()
-    return {
-        (kind.name, row.pk): kind.open(row).reveal()
-        for kind in KINDS
-        for row in kind.model._default_manager.select_related(*kind.related)
-    }
 
 
 def sealed_rows() -> dict[tuple[str, int], tuple[str, bytes]]:

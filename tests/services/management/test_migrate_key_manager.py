@@ -12,7 +12,6 @@ from django.core.management import call_command
 
 from services.audit import Actor
 from services.checks import check_key_manager
-from services.keys import data_keys
 from services.management.commands import migrate_key_manager
 from services.models import Account, DataKey
 from services.sealed import KINDS
@@ -22,20 +21,12 @@ from tests.support.helpers import (
     creds,
     killed_at_the_second_batch,
     marked,
+    opened_values,
     put_client,
     reseal_before_data_keys,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-def opened_values() -> dict[tuple[str, int], str]:
-    data_keys.cache.clear()
-    return {
-        (kind.name, row.pk): kind.open(row).reveal()
-        for kind in KINDS
-        for row in kind.model._default_manager.select_related(*kind.related)
-    }
 
 
 @pytest.mark.parametrize("target", ["aws-kms", "pkcs11"])
