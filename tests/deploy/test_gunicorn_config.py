@@ -14,10 +14,12 @@ from tests.support.harness import BASE_DIR, Gunicorn, request, server_env
 from tests.support.helpers import database_url
 
 
+@pytest.mark.django_db
 def test_a_worker_answers_its_own_errors_as_problems_and_freezes_what_it_loaded(monkeypatch):
     from gunicorn import util
 
     from services.api import serving
+    from services.models import KeyCanary
 
     config = runpy.run_path(str(BASE_DIR / "gunicorn.conf.py"))
     assert config["worker_class"] == "gevent"
@@ -30,6 +32,8 @@ def test_a_worker_answers_its_own_errors_as_problems_and_freezes_what_it_loaded(
     try:
         config["post_worker_init"](worker=worker)
         assert util.write_error is serving.write_problem
+        # The start-up self-check ran: the first start sealed the canary it opened.
+        assert KeyCanary.objects.count() == 1
         # Everything alive now, this test run's modules included, is out of the collector's
         # generations.
         assert gc.get_freeze_count() > 10_000
