@@ -28,10 +28,10 @@ from services.crypto import KeyRing, KeyRingError
 from services.keys import canary
 from services.keys.managers import (
     LOCAL,
+    RING_WRAPPED,
     KeyManagerError,
-    build,
-    configuration,
     key_manager,
+    ring_expected,
     settings_problem,
 )
 from services.keys.rewrapping import wrapped_elsewhere
@@ -81,7 +81,7 @@ def check_secret_key(app_configs, **kwargs):
 def check_encryption_keys(app_configs, **kwargs):
     """The ring is required under `local`; under another manager it is the old ring, checked
     only when given."""
-    if settings.CREDVAULT_KEY_MANAGER != LOCAL and not settings.CREDVAULT_ENCRYPTION_KEYS:
+    if not ring_expected():
         return []
     try:
         KeyRing.parse(settings.CREDVAULT_ENCRYPTION_KEYS)
@@ -122,9 +122,7 @@ def check_key_manager(app_configs, databases=None, **kwargs):
     that is not the current one, named."""
     if not databases or DEFAULT_DB_ALIAS not in databases:
         return []
-    try:
-        build(configuration())
-    except KeyManagerError:
+    if settings_problem() is not None:
         return []  # credvault.E002 or E029 says what is wrong with the settings
     try:
         found = canary.problem()
@@ -140,23 +138,24 @@ def check_key_manager(app_configs, databases=None, **kwargs):
                 id=check_id,
             )
         ]
+    manager = key_manager()
     try:
-        others = wrapped_elsewhere(current=key_manager().current())
+        current = manager.current()
     except KeyManagerError:
         return []
     return [
         Warning(
             f"{count} data key(s) are wrapped by {wrapped_by}, which is not the current "
-            f"key-encryption key ({key_manager().current()}).",
+            f"key-encryption key ({current}).",
             hint=f"`{manage_command()} rotate_keys` wraps them again under the current one"
             + (
                 f"; `{manage_command()} migrate_key_manager` moves them from the local ring."
-                if wrapped_by.startswith(f"{LOCAL}:") and key_manager().name != LOCAL
+                if wrapped_by.startswith(RING_WRAPPED) and manager.name != LOCAL
                 else "."
             ),
             id="credvault.W033",
         )
-        for wrapped_by, count in others.items()
+        for wrapped_by, count in wrapped_elsewhere(current=current).items()
     ]
 
 

@@ -18,13 +18,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from django.conf import settings
 from django.db.models import Model, QuerySet
 
 from services.crypto import Place, key_ring, seal_value
 from services.keys import envelope
 from services.keys.data_keys import REFERENCE_HEAD
-from services.keys.managers import LOCAL
+from services.keys.managers import RING_WRAPPED, ring_expected
 from services.masking import Secret
 from services.models import CredentialField, DataKey, OAuthClient, WebhookSecret
 from services.storage.dialects import FieldRow
@@ -114,14 +113,10 @@ WEBHOOK_SECRETS = SealedKind(
 KINDS: tuple[SealedKind, ...] = (CREDENTIAL_FIELDS, OAUTH_CLIENT_SECRETS, WEBHOOK_SECRETS)
 
 
-# How a data key wrapped by a key of the ring names it: `local:<key id>`.
-RING_WRAPPED = f"{LOCAL}:"
-
-
 def ring_ids() -> frozenset[str]:
     """The key ids of CREDVAULT_ENCRYPTION_KEYS (none when it is not given under another key
     manager); KeyRingError when it is malformed."""
-    if not settings.CREDVAULT_ENCRYPTION_KEYS and settings.CREDVAULT_KEY_MANAGER != LOCAL:
+    if not ring_expected():
         return frozenset()
     return key_ring().ids
 

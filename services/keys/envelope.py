@@ -28,10 +28,9 @@ from services.exceptions import KeyManagerUnavailable
 from services.keys import data_keys
 from services.keys.managers import KeyManagerError, ring_manager
 from services.masking import Secret
+from services.models import CredentialField
 
 logger = logging.getLogger("credvault.keys")
-
-CREDENTIAL_FIELD_TABLE = "services_credentialfield"
 
 T = TypeVar("T")
 
@@ -65,7 +64,7 @@ def open(
     place: Place,
     *,
     field_id: int | str,
-    table: str = CREDENTIAL_FIELD_TABLE,
+    table: str = CredentialField._meta.db_table,
 ) -> Secret:
     """The value stored in row `field_id` of `table` (a credential field unless named), sealed
     for `place` under `key_id`; DecryptionError naming the row when it does not open."""

@@ -39,6 +39,8 @@ LOCAL = "local"
 AWS_KMS = "aws-kms"
 PKCS11 = "pkcs11"
 MANAGERS = (LOCAL, AWS_KMS, PKCS11)
+# How a data key wrapped by a key of the ring names it: `local:<key id>`.
+RING_WRAPPED = f"{LOCAL}:"
 
 # What a wrapped key is bound to: the account ("canary" for the canary) and the data key.
 Context = Mapping[str, str]
@@ -82,8 +84,9 @@ class KeyManager:
         raise NotImplementedError
 
     def rewrap(self, wrapped_by: str, wrapped: bytes, *, context: Context) -> tuple[str, bytes]:
-        """A key wrapped by `wrapped_by` (this manager's or another's it can unwrap), wrapped
-        again under the current key-encryption key."""
+        """A key this manager wrapped (`wrapped_by`, any of its keys), wrapped again under its
+        current key-encryption key. A key of another manager is unwrapped by that one
+        (services/keys/rewrapping.py)."""
         return self.wrap(self.unwrap(wrapped_by, wrapped, context=context), context=context)
 
     def owns(self, wrapped_by: str) -> bool:
@@ -101,7 +104,7 @@ class LocalKeyManager(KeyManager):
         self.ring = ring
 
     def current(self) -> str:
-        return f"{LOCAL}:{self.ring.primary_id}"
+        return f"{RING_WRAPPED}{self.ring.primary_id}"
 
     def wrap(self, key: bytes, *, context: Context) -> tuple[str, bytes]:
         nonce = os.urandom(NONCE_BYTES)
@@ -198,26 +201,28 @@ class AwsKmsKeyManager(KeyManager):
         )
         return f"{AWS_KMS}:{answer['KeyId']}", bytes(answer["CiphertextBlob"])
 
-    def unwrap(self, wrapped_by: str, wrapped: bytes, *, context: Context) -> bytes:
+    def _wrapping_key(self, wrapped_by: str) -> str:
+        """The ARN of the KMS key that wrapped a key (`aws-kms:ARN`)."""
         if not self.owns(wrapped_by):
             raise KeyManagerError(f"a data key is wrapped by {wrapped_by!r}, not by AWS KMS")
+        return wrapped_by.removeprefix(f"{AWS_KMS}:")
+
+    def unwrap(self, wrapped_by: str, wrapped: bytes, *, context: Context) -> bytes:
         answer = self._call(
             "decrypt",
             CiphertextBlob=wrapped,
             EncryptionContext=dict(context),
-            KeyId=wrapped_by.removeprefix(f"{AWS_KMS}:"),
+            KeyId=self._wrapping_key(wrapped_by),
         )
         return bytes(answer["Plaintext"])
 
     def rewrap(self, wrapped_by: str, wrapped: bytes, *, context: Context) -> tuple[str, bytes]:
-        if not self.owns(wrapped_by):
-            return super().rewrap(wrapped_by, wrapped, context=context)
         # One call: KMS decrypts and encrypts again without the key leaving it.
         answer = self._call(
             "re_encrypt",
             CiphertextBlob=wrapped,
             SourceEncryptionContext=dict(context),
-            SourceKeyId=wrapped_by.removeprefix(f"{AWS_KMS}:"),
+            SourceKeyId=self._wrapping_key(wrapped_by),
             DestinationKeyId=self.key_id,
             DestinationEncryptionContext=dict(context),
         )
@@ -488,6 +493,13 @@ def settings_problem() -> KeyManagerError | None:
     return None
 
 
+def ring_expected() -> bool:
+    """Whether CREDVAULT_ENCRYPTION_KEYS is to be read: always under `local`, which wraps with
+    it; under another manager only when given (the old ring, while `migrate_key_manager`
+    moves its keys)."""
+    return settings.CREDVAULT_KEY_MANAGER == LOCAL or bool(settings.CREDVAULT_ENCRYPTION_KEYS)
+
+
 def ring_manager() -> LocalKeyManager | None:
     """The `local` manager of CREDVAULT_ENCRYPTION_KEYS when the ring is given (under another
     manager: the old ring, still given while `migrate_key_manager` moves its keys), else
@@ -503,6 +515,13 @@ def ring_manager() -> LocalKeyManager | None:
         return None
 
 
+def calls_made() -> int:
+    """The calls this process made so far to the configured key manager and, when it is
+    another, to the old ring's (a command's count: the difference before and after)."""
+    managers = {id(manager): manager for manager in (key_manager(), ring_manager()) if manager}
+    return sum(manager.calls for manager in managers.values())
+
+
 @lru_cache(maxsize=4)
 def _ring_manager(raw: str) -> LocalKeyManager:
     return LocalKeyManager(KeyRing.parse(raw))
@@ -514,7 +533,7 @@ def manager_for(wrapped_by: str) -> KeyManager:
     manager = key_manager()
     if manager.owns(wrapped_by):
         return manager
-    if wrapped_by.startswith(f"{LOCAL}:"):
+    if wrapped_by.startswith(RING_WRAPPED):
         ring = ring_manager()
         if ring is not None:
             return ring

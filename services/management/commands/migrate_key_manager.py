@@ -10,13 +10,17 @@ from django.core.management.base import CommandError
 
 from services.crypto import DecryptionError
 from services.exceptions import KeyManagerUnavailable
-from services.keys.managers import LOCAL, KeyManagerError, key_manager, ring_manager
+from services.keys.managers import (
+    LOCAL,
+    RING_WRAPPED,
+    KeyManagerError,
+    calls_made,
+    key_manager,
+    ring_manager,
+)
 from services.keys.rewrapping import rewrap_batch, wrapped_elsewhere
 from services.management.base import CredvaultCommand
-from services.management.commands.rotate_keys import key_manager_calls
 from services.rotation import reseal_ring_batch, ring_sealed_count
-
-RING_PREFIX = f"{LOCAL}:"
 
 
 class Command(CredvaultCommand):
@@ -47,11 +51,11 @@ class Command(CredvaultCommand):
         try:
             if ring_manager() is None:
                 raise CommandError("CREDVAULT_ENCRYPTION_KEYS is malformed")
-            calls = key_manager_calls()
+            calls = calls_made()
             current = key_manager().current()
-            keys = sum(wrapped_elsewhere(current=current, prefix=RING_PREFIX).values())
+            keys = sum(wrapped_elsewhere(current=current, prefix=RING_WRAPPED).values())
             self.stdout.write(f"step 1: {keys} data key(s) of the ring to wrap under {current}")
-            while count := rewrap_batch(batch_size=batch_size, prefix=RING_PREFIX):
+            while count := rewrap_batch(batch_size=batch_size, prefix=RING_WRAPPED):
                 rewrapped += count
                 self.stdout.write(f"rewrapped {rewrapped}/{keys}")
             values = ring_sealed_count()
@@ -60,7 +64,7 @@ class Command(CredvaultCommand):
                 resealed += count
                 self.stdout.write(f"re-sealed {resealed}/{values}")
             left = (
-                sum(wrapped_elsewhere(current=current, prefix=RING_PREFIX).values())
+                sum(wrapped_elsewhere(current=current, prefix=RING_WRAPPED).values())
                 + ring_sealed_count()
             )
         except KeyManagerError as exc:
@@ -71,7 +75,7 @@ class Command(CredvaultCommand):
             raise CommandError(self._stopped(rewrapped, resealed, str(exc))) from None
         summary = (
             f"done: {rewrapped} data key(s) rewrapped, {resealed} value(s) re-sealed, "
-            f"{key_manager_calls() - calls} key-manager call(s)"
+            f"{calls_made() - calls} key-manager call(s)"
         )
         if left:
             self.stdout.write(f"{summary}; {left} left (written meanwhile): run it again")

@@ -5,16 +5,9 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from services.keys.managers import KeyManagerError, key_manager, ring_manager
+from services.keys.managers import KeyManagerError, calls_made, key_manager
 from services.keys.rewrapping import rewrap_batch, wrapped_elsewhere
 from services.management.base import CredvaultCommand
-
-
-def key_manager_calls() -> int:
-    """The calls this process made so far to the configured key manager and, when it is
-    another, to the old ring's."""
-    managers = {id(manager): manager for manager in (key_manager(), ring_manager()) if manager}
-    return sum(manager.calls for manager in managers.values())
 
 
 class Command(CredvaultCommand):
@@ -31,7 +24,7 @@ class Command(CredvaultCommand):
     def handle(self, *args, batch_size: int, **options) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1")
-        calls = key_manager_calls()
+        calls = calls_made()
         done = 0
         try:
             current = key_manager().current()
@@ -46,5 +39,5 @@ class Command(CredvaultCommand):
             ) from None
         self.stdout.write(
             f"done: {done} data key(s) rewrapped under {current}, "
-            f"{key_manager_calls() - calls} key-manager call(s)"
+            f"{calls_made() - calls} key-manager call(s)"
         )
