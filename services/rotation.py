@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from django.db.models import CharField, Model, Q, QuerySet, Value
+from django.db.models import CharField, Model, QuerySet, Value
 from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
@@ -28,7 +28,6 @@ from services import audit
 from services.audit import Actor, Operation
 from services.crypto import seal_value
 from services.keys import data_keys
-from services.keys.data_keys import REFERENCE_HEAD
 from services.keys.envelope import with_key_manager
 from services.models import DataKey, Reencryption
 from services.sealed import KINDS, SealedKind
@@ -138,18 +137,14 @@ def finish(run: Reencryption) -> None:
 # --- migrate_key_manager: the values sealed before data keys --------------------------------
 
 
-def _sealed_by_ring(kind: SealedKind) -> QuerySet[Model]:
-    return kind.model._default_manager.filter(~Q(key_id__startswith=REFERENCE_HEAD))
-
-
 def ring_sealed_count() -> int:
     """Values of every kind still sealed directly by a key of the ring."""
-    return sum(_sealed_by_ring(kind).count() for kind in KINDS)
+    return sum(kind.sealed_by_ring().count() for kind in KINDS)
 
 
 def reseal_ring_batch(*, batch_size: int) -> int:
     """Seal up to `batch_size` values sealed by the ring again under their account's data
     key; the number sealed (0 when none is left)."""
     return _reseal_batch(
-        pending=_sealed_by_ring, key_for=data_keys.current_key, batch_size=batch_size
+        pending=SealedKind.sealed_by_ring, key_for=data_keys.current_key, batch_size=batch_size
     )

@@ -71,11 +71,13 @@ class SealedKind:
     place: Callable[[Any], Place]
     related: tuple[str, ...] = ()
 
+    def sealed_by_ring(self) -> QuerySet[Model]:
+        """The rows sealed before data keys, directly by a key of the ring."""
+        return self.model._default_manager.exclude(key_id__startswith=REFERENCE_HEAD)
+
     def outside(self, key_ids: frozenset[str] | set[str]) -> QuerySet[Model]:
         """The rows sealed before data keys by a key id not in `key_ids`."""
-        return self.model._default_manager.exclude(key_id__in=key_ids).exclude(
-            key_id__startswith=REFERENCE_HEAD
-        )
+        return self.sealed_by_ring().exclude(key_id__in=key_ids)
 
     def open(self, row: Any) -> Secret:
         return envelope.open(
